@@ -1,0 +1,144 @@
+"""The CAL block: span-causal cross-attention to the system prompt, then a SwiGLU FFN.
+
+Legend: B batch, T sequence, S system span, D hidden, H/Hkv heads, Dh head dim, F FFN width.
+
+    x  = RMSNorm_attn(h)                  queries from every position
+    c  = x[S]                             keys/values from the system span only (same layer, same pass)
+    h' = h + softmax(xW_Q (cW_K)ᵀ/√Dh + M) cW_V W_O        M: span-causal mask, no RoPE
+    h''= h' + W_D(SiLU(W_G n) ⊙ W_U n),   n = RMSNorm_ffn(h')
+
+W_O and W_D start at exactly 0, so the block is the identity at initialisation. Rows that see
+no system key (tokens before the span, conversations without one) return ``h`` unchanged — the
+attention *and* the FFN — as Mllama's ``full_text_row_masked_out_mask`` does.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import CalyrexConfig
+from .span import SpanContext
+
+
+class RMSNorm(nn.Module):
+    """Same arithmetic as Qwen2/Llama RMSNorm: normalise in fp32, scale in the input dtype."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+class SwiGLU(nn.Module):
+    """Pre-norm SwiGLU FFN whose down projection starts at exactly zero."""
+
+    def __init__(self, hidden: int, width: int, eps: float, std: float) -> None:
+        super().__init__()
+        self.cal_norm = RMSNorm(hidden, eps)
+        self.cal_gate_proj = nn.Linear(hidden, width, bias=False)
+        self.cal_up_proj = nn.Linear(hidden, width, bias=False)
+        self.cal_down_proj = nn.Linear(width, hidden, bias=False)
+        nn.init.normal_(self.cal_gate_proj.weight, std=std)
+        nn.init.normal_(self.cal_up_proj.weight, std=std)
+        nn.init.zeros_(self.cal_down_proj.weight)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        n = self.cal_norm(h)  # (B, T, D)
+        return self.cal_down_proj(F.silu(self.cal_gate_proj(n)) * self.cal_up_proj(n))
+
+
+class CALBlock(nn.Module):
+    """One cross-attention layer reading the system span. ``cfg`` must be resolved."""
+
+    uses_span = True
+
+    def __init__(self, hidden: int, cfg: CalyrexConfig) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        if self.heads % self.kv_heads:
+            raise ValueError(
+                f"num_heads={self.heads} is not a multiple of num_kv_heads={self.kv_heads}"
+            )
+        bias = cfg.attention_bias
+        self.cal_attn_norm = RMSNorm(hidden, cfg.norm_eps)
+        self.cal_q_proj = nn.Linear(hidden, self.heads * self.head_dim, bias=bias)
+        self.cal_k_proj = nn.Linear(hidden, self.kv_heads * self.head_dim, bias=bias)
+        self.cal_v_proj = nn.Linear(hidden, self.kv_heads * self.head_dim, bias=bias)
+        self.cal_o_proj = nn.Linear(self.heads * self.head_dim, hidden, bias=False)
+        self.cal_ffn = SwiGLU(hidden, cfg.intermediate_size, cfg.norm_eps, cfg.init_std)
+        for proj in (self.cal_q_proj, self.cal_k_proj, self.cal_v_proj):
+            nn.init.normal_(proj.weight, std=cfg.init_std)
+            if proj.bias is not None:
+                nn.init.zeros_(proj.bias)
+        nn.init.zeros_(self.cal_o_proj.weight)
+
+    def span_kv(
+        self, x: torch.Tensor, gather_idx: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys/values of the span: ``x`` (B, T, D), ``gather_idx`` (B, S) → 2 × (B, Hkv, S, Dh)."""
+        b, s = gather_idx.shape
+        c = torch.gather(x, 1, gather_idx[..., None].expand(b, s, x.shape[-1]))  # (B, S, D)
+        k = self.cal_k_proj(c).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.cal_v_proj(c).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        return k, v
+
+    def forward(self, h: torch.Tensor, span: SpanContext, layer: int) -> torch.Tensor:
+        if span.empty:
+            return h
+        b, t, _ = h.shape
+        x = self.cal_attn_norm(h)  # (B, T, D)
+        if span.gather_idx is not None:  # prefill: compute once, cache for the decode steps
+            span.store.kv[layer] = self.span_kv(x, span.gather_idx)
+        k, v = span.store.kv[layer]  # (B, Hkv, S, Dh)
+        q = (
+            self.cal_q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        )  # (B, H, T, Dh)
+        # Rows with no visible key would softmax over an empty set (NaN): let them see every
+        # key here and discard their output below.
+        attend = span.visible | ~span.has_key[..., None]  # (B, T, S)
+        a = F.scaled_dot_product_attention(
+            q, k.to(q.dtype), v.to(q.dtype), attn_mask=attend[:, None], enable_gqa=True
+        )  # (B, H, T, Dh)
+        a = a.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)  # (B, T, H·Dh)
+        keep = span.has_key[..., None]  # (B, T, 1)
+        h1 = torch.where(keep, h + self.cal_o_proj(a), h)
+        return torch.where(keep, h1 + self.cal_ffn(h1), h1)
+
+    @torch.no_grad()
+    def copy_from_host(self, host_layer: nn.Module) -> None:
+        """Initialise W_Q/W_K/W_V and the attention norm from the host layer (same geometry)."""
+        attn = host_layer.self_attn
+        for mine, theirs in (
+            (self.cal_q_proj, attn.q_proj),
+            (self.cal_k_proj, attn.k_proj),
+            (self.cal_v_proj, attn.v_proj),
+        ):
+            if mine.weight.shape != theirs.weight.shape:
+                raise ValueError("init_from_host needs the block geometry to equal the host's")
+            mine.weight.copy_(theirs.weight)
+            if mine.bias is not None and theirs.bias is not None:
+                mine.bias.copy_(theirs.bias)
+        self.cal_attn_norm.weight.copy_(host_layer.input_layernorm.weight)
+
+
+class ParallelMLPBlock(nn.Module):
+    """Baseline: a zero-initialised SwiGLU on the residual stream, blind to the system span."""
+
+    uses_span = False
+
+    def __init__(self, hidden: int, width: int, eps: float, std: float) -> None:
+        super().__init__()
+        self.cal_mlp = SwiGLU(hidden, width, eps, std)
+
+    def forward(
+        self, h: torch.Tensor, span: SpanContext | None = None, layer: int = 0
+    ) -> torch.Tensor:
+        return h + self.cal_mlp(h)

@@ -1,0 +1,77 @@
+"""The ``calyrex`` command: a thin table of subcommands over library functions.
+
+Each subcommand is a function whose signature is its options (``--max-steps`` ↔ ``max_steps``);
+adding one is a function plus one line in :data:`COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import sys
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any
+
+# subcommand → "module:function" (imported only when that subcommand runs, so the CLI starts fast)
+COMMANDS: dict[str, str] = {
+    "placements": "calyrex.commands:placements",
+    "inspect": "calyrex.commands:inspect_adapter",
+}
+
+
+def _type_of(annotation: Any) -> tuple[Callable[[str], Any], bool]:
+    """(converter, is_list) for a parameter annotation such as ``int | None`` or ``list[str]``."""
+    if isinstance(annotation, str):
+        annotation = eval(annotation, vars(typing), {})  # annotations are postponed strings
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin is list:
+        return args[0], True
+    if args and origin is not list:
+        return _type_of(args[0])
+    return annotation, False
+
+
+def _add(sub: Any, name: str, fn: Callable[..., Any]) -> None:
+    doc = inspect.getdoc(fn) or ""
+    parser = sub.add_parser(name, help=doc.splitlines()[0] if doc else None, description=doc)
+    for param in inspect.signature(fn).parameters.values():
+        kind, many = _type_of(param.annotation)
+        flag = "--" + param.name.replace("_", "-")
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=param.default)
+        elif param.default is inspect.Parameter.empty:
+            parser.add_argument(flag, type=kind, required=True, nargs="+" if many else None)
+        else:
+            parser.add_argument(flag, type=kind, default=param.default, nargs="+" if many else None)
+    parser.set_defaults(_fn=fn)
+
+
+def _load(target: str) -> Callable[..., Any]:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog="calyrex", description="CALYREX: system-prompt cross-attention adapters"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    wanted = argv[0] if argv and argv[0] in COMMANDS else None
+    for name, target in COMMANDS.items():
+        if wanted in (None, name):
+            _add(sub, name, _load(target))
+        else:
+            sub.add_parser(name)
+    args = vars(parser.parse_args(argv))
+    fn = args.pop("_fn")
+    args.pop("command")
+    try:
+        result = fn(**args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"calyrex {wanted}: error: {err}", file=sys.stderr)
+        return 2
+    return int(result) if isinstance(result, int) else 0

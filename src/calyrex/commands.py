@@ -1,0 +1,26 @@
+"""Small informational subcommands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .placement import PRESETS, placement_layers
+
+
+def placements(num_layers: int = 28) -> None:
+    """Print the layers each placement preset puts CAL blocks after, for a model of NUM_LAYERS."""
+    for name in PRESETS:
+        layers = placement_layers(name, num_layers)
+        print(f"{name:13s} {len(layers):3d} blocks  {layers}")
+
+
+def inspect_adapter(adapter: str) -> None:
+    """Print an adapter's method, placement, base model and size without loading a model."""
+    from .adapter_io import read_config, read_weights
+
+    directory = Path(adapter)
+    config = read_config(directory)
+    state = read_weights(directory, config)
+    print(json.dumps({k: config[k] for k in ("method", "config", "base_model")}, indent=2))
+    print(f"{sum(t.numel() for t in state.values()):,} adapter parameters in {len(state)} tensors")

@@ -1,0 +1,130 @@
+"""Everything that knows Hugging Face internals lives here, so a transformers change is one file.
+
+calyrex never re-derives HF attention: it calls the original decoder layers opaquely and adds
+its blocks on their outputs through module hooks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+# model_type → attribute path of the decoder layer list inside the *ForCausalLM model
+DECODER_LAYERS: dict[str, str] = {
+    "qwen2": "model.layers",
+    "qwen3": "model.layers",
+    "llama": "model.layers",
+    "mistral": "model.layers",
+}
+
+FINGERPRINT_FIELDS = (
+    "model_type",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+)
+
+
+class UnsupportedModelError(ValueError):
+    """The backbone's architecture is not one calyrex knows how to wrap."""
+
+
+def model_type(model: nn.Module) -> str:
+    config = getattr(model, "config", None)
+    if config is None:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} has no HF config; pass a transformers model"
+        )
+    return getattr(config, "model_type", "?")
+
+
+def decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The decoder layer list of a supported causal LM, or a clear error naming what is not."""
+    kind = model_type(model)
+    if kind not in DECODER_LAYERS:
+        raise UnsupportedModelError(
+            f"unsupported architecture {kind!r} ({type(model).__name__}); calyrex supports "
+            f"{', '.join(sorted(DECODER_LAYERS))}"
+        )
+    module: Any = model
+    for part in DECODER_LAYERS[kind].split("."):
+        module = getattr(module, part, None)
+        if module is None:
+            raise UnsupportedModelError(
+                f"{type(model).__name__} has no {DECODER_LAYERS[kind]!r}; pass the *ForCausalLM model"
+            )
+    return module
+
+
+def fingerprint(model: nn.Module) -> dict[str, Any]:
+    """Architecture facts an adapter depends on; two models that differ here cannot share one."""
+    cfg = model.config
+    out = {name: getattr(cfg, name, None) for name in FINGERPRINT_FIELDS}
+    out["head_dim"] = out["head_dim"] or cfg.hidden_size // cfg.num_attention_heads
+    out["num_key_value_heads"] = out["num_key_value_heads"] or cfg.num_attention_heads
+    return out
+
+
+@torch.no_grad()
+def weight_signature(model: nn.Module, n: int = 16) -> list[float]:
+    """A few numbers summarising the base weights: tells two checkpoints of one architecture apart.
+
+    Means of ``n`` slices of the input embedding and of the final norm, in float64; stable across
+    dtypes to ~1e-2 relative, so a bf16 load of the same weights still matches.
+    """
+    emb = model.get_input_embeddings().weight
+    rows = emb[: max(n, 1)].double()  # (n, D)
+    sig = rows.abs().mean(dim=1).tolist()
+    final_norm = getattr(getattr(model, "model", model), "norm", None)
+    if final_norm is not None and hasattr(final_norm, "weight"):
+        sig.append(float(final_norm.weight.double().abs().mean()))
+    return [round(float(x), 6) for x in sig]
+
+
+def base_identity(model: nn.Module) -> dict[str, Any]:
+    """Name, revision, architecture fingerprint and weight signature of a base model."""
+    cfg = model.config
+    return {
+        "name_or_path": getattr(cfg, "_name_or_path", "") or "",
+        "revision": getattr(cfg, "_commit_hash", None),
+        "fingerprint": fingerprint(model),
+        "weight_signature": weight_signature(model),
+    }
+
+
+def layer_hidden(output: Any) -> torch.Tensor:
+    """Hidden states out of a decoder layer: a tensor in transformers 5, a tuple in 4.x."""
+    return output if isinstance(output, torch.Tensor) else output[0]
+
+
+def with_layer_hidden(output: Any, hidden: torch.Tensor) -> Any:
+    """Return the layer output in the form it came, with the hidden states replaced."""
+    if isinstance(output, torch.Tensor):
+        return hidden
+    return (hidden, *output[1:])
+
+
+def call_inputs(args: tuple, kwargs: dict) -> tuple[torch.Tensor | None, Any, Any]:
+    """(input_ids or inputs_embeds, attention_mask, cache) of a causal-LM forward call."""
+    tokens = kwargs.get("input_ids", args[0] if args else None)
+    if tokens is None:
+        tokens = kwargs.get("inputs_embeds")
+    attention_mask = kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
+    cache = kwargs.get("cache", kwargs.get("past_key_values"))
+    return tokens, attention_mask, cache
+
+
+def cache_length(cache: Any) -> int:
+    return (
+        int(cache.get_seq_length()) if cache is not None and hasattr(cache, "get_seq_length") else 0
+    )
+
+
+def output_cache(output: Any) -> Any:
+    return getattr(output, "cache", None) or getattr(output, "past_key_values", None)

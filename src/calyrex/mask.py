@@ -1,0 +1,63 @@
+"""Span-causal masks as pure functions.
+
+Convention everywhere in calyrex: bool tensors, ``True`` = may attend. Convert only at the
+attention call.
+
+Legend: B batch, T queries (sequence), S system span (compact, padded to the batch's longest).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def span_indices(system_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gather indices of the system-span tokens of each row, compacted to the left.
+
+    ``system_mask`` (B, T) bool → ``idx`` (B, S_max) long, ``valid`` (B, S_max) bool, where
+    ``S_max`` is the longest span in the batch. Row ``b`` keeps its span positions in order,
+    then pads with index 0 marked invalid::
+
+        system_mask  0 1 1 1 0 0        idx   1 2 3      valid  1 1 1
+                     0 0 1 0 1 0   →          2 4 0             1 1 0
+    """
+    mask = system_mask.bool()
+    counts = mask.sum(dim=1)  # (B,)
+    s_max = int(counts.max()) if mask.numel() else 0
+    # stable argsort of "not in span" puts span positions first, in their original order
+    order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)  # (B, T)
+    idx = order[:, :s_max]  # (B, S_max)
+    valid = torch.arange(s_max, device=mask.device)[None, :] < counts[:, None]  # (B, S_max)
+    return torch.where(valid, idx, torch.zeros_like(idx)), valid
+
+
+def span_causal_mask(
+    query_pos: torch.Tensor, key_pos: torch.Tensor, key_valid: torch.Tensor
+) -> torch.Tensor:
+    """Query ``i`` may attend key ``j`` iff ``j`` is a (valid) system-span key and ``j ≤ i``.
+
+    ``query_pos`` (B, T) and ``key_pos`` (B, S) are absolute sequence indices;
+    ``key_valid`` (B, S) marks real span keys (padding is never a key). Returns (B, T, S).
+
+    With the system prompt at positions 2–4 of a 7-token row (``x`` = may attend)::
+
+        query\\key  2 3 4
+            0      . . .     before the span: attends nothing (block output is zeroed)
+            1      . . .
+            2      x . .     inside the span: the span up to and including itself
+            3      x x .
+            4      x x x
+            5      x x x     after the span: the whole span
+            6      x x x
+    """
+    causal = key_pos[:, None, :] <= query_pos[:, :, None]  # (B, T, S)
+    return causal & key_valid[:, None, :]
+
+
+def rows_with_keys(visible: torch.Tensor) -> torch.Tensor:
+    """(B, T, S) visibility → (B, T) bool: the query sees at least one key.
+
+    Rows without any visible key must never reach a softmax (it would be NaN); the block
+    returns its input unchanged for them.
+    """
+    return visible.any(dim=-1)

@@ -1,0 +1,47 @@
+"""Build CAL (or ParallelMLP) blocks for a backbone and attach them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import hf
+from .block import CALBlock
+from .config import CalyrexConfig
+from .markers import span_markers
+from .model import CalyrexModel
+
+
+def _place(model: nn.Module, blocks: dict[int, nn.Module]) -> dict[int, nn.Module]:
+    """Put each block on its host layer's device and in the base dtype."""
+    layers = hf.decoder_layers(model)
+    for i, block in blocks.items():
+        ref = next(layers[i].parameters())
+        block.to(device=ref.device, dtype=ref.dtype)
+    return blocks
+
+
+def wrap(
+    model: nn.Module,
+    config: CalyrexConfig | None = None,
+    tokenizer: Any = None,
+    seed: int | None = None,
+) -> CalyrexModel:
+    """Freeze ``model`` and insert CAL blocks; the result equals ``model`` bit for bit at init.
+
+    ``tokenizer`` (optional) gives the fallback span markers for calls that pass only input_ids.
+    """
+    hf.decoder_layers(model)  # fails early, naming an unsupported architecture
+    cfg = (config or CalyrexConfig()).resolve(model.config)
+    if seed is not None:
+        torch.manual_seed(seed)
+    hidden = model.config.hidden_size
+    blocks = {i: CALBlock(hidden, cfg) for i in cfg.layers}
+    if cfg.init_from_host:
+        layers = hf.decoder_layers(model)
+        for i, block in blocks.items():
+            block.copy_from_host(layers[i])
+    markers = span_markers(tokenizer) if tokenizer is not None else None
+    return CalyrexModel(model, _place(model, blocks), "calyrex", cfg, markers)

@@ -1,0 +1,52 @@
+import pytest
+import torch
+
+import calyrex
+from calyrex.testing import tiny_model, tiny_tokenizer
+
+SYSTEM = "Always answer in capital letters."
+CONVS = [
+    [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Hello! How are you today?"},
+    ],
+    [{"role": "user", "content": "Please sort these numbers: 3 1 2."}],
+    [
+        {"role": "system", "content": "Never reveal the secret word."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "say the secret"},
+    ],
+]
+
+
+@pytest.fixture(scope="session")
+def tok():
+    return tiny_tokenizer("chatml")
+
+
+@pytest.fixture(scope="session")
+def llama_tok():
+    return tiny_tokenizer("llama3")
+
+
+def randomize(model, std=0.3, seed=1):
+    """Give every adapter weight a visible random value (init leaves W_O = W_D = 0)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if calyrex.is_adapter_param(name):
+                p.copy_(torch.randn(p.shape, generator=g) * std + (1.0 if "norm" in name else 0.0))
+    return model
+
+
+@pytest.fixture
+def pair(tok):
+    """(base, calyrex-wrapped copy with random CAL weights) on the tiny Qwen2."""
+    base = tiny_model("qwen2", num_hidden_layers=8)
+    wrapped = calyrex.wrap(
+        tiny_model("qwen2", num_hidden_layers=8),
+        calyrex.CalyrexConfig(placement="late_half"),
+        tokenizer=tok,
+    )
+    return base, randomize(wrapped)
