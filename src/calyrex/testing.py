@@ -60,6 +60,7 @@ def tiny_tokenizer(
         vocab_size=vocab_size,
         special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(corpus or _CORPUS, trainer=trainer)
     out = PreTrainedTokenizerFast(
