@@ -7,6 +7,7 @@ from .chat import ChatTemplateError, SystemPromptTruncatedError, encode_chat  # 
 from .config import CalyrexConfig  # noqa: E402
 from .hf import UnsupportedModelError  # noqa: E402
 from .markers import SpanMarkers, detect_system_mask, span_markers  # noqa: E402
+from .methods import METHODS, adapt  # noqa: E402
 from .model import CalyrexModel, count_trainable, is_adapter_param  # noqa: E402
 from .placement import PRESETS, placement_layers  # noqa: E402
 from .wrap import wrap  # noqa: E402
@@ -15,6 +16,8 @@ __all__ = [
     "AdapterError",
     "CalyrexConfig",
     "CalyrexModel",
+    "METHODS",
+    "adapt",
     "ChatTemplateError",
     "PRESETS",
     "SpanMarkers",

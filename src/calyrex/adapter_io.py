@@ -91,6 +91,14 @@ def resolve_dir(path_or_id: str | os.PathLike, revision: str | None = None) -> P
         ) from err
 
 
+def is_peft_adapter(directory: Path) -> bool:
+    """A PEFT adapter (the LoRA baseline) rather than a calyrex-format one."""
+    try:
+        return "peft_type" in json.loads((directory / CONFIG_NAME).read_text())
+    except (OSError, ValueError):
+        return False
+
+
 def read_config(directory: Path) -> dict[str, Any]:
     file = directory / CONFIG_NAME
     if not file.is_file():
@@ -152,11 +160,19 @@ def load_adapter(
     revision: str | None = None,
     tokenizer: Any = None,
 ) -> nn.Module:
-    """Wrap ``model`` with the adapter saved at ``path_or_id`` (a directory or a hub id)."""
+    """Wrap ``model`` with the adapter saved at ``path_or_id`` (a directory or a hub id).
+
+    CALYREX and ParallelMLP adapters are checked and loaded here; a PEFT (LoRA) adapter is
+    handed to PEFT's own loader.
+    """
     from .markers import SpanMarkers, span_markers
     from .methods import build
 
     directory = resolve_dir(path_or_id, revision)
+    if is_peft_adapter(directory):
+        from peft import PeftModel
+
+        return PeftModel.from_pretrained(model, str(directory))
     config = read_config(directory)
     check_base(config, model, directory)
     state = read_weights(directory, config)

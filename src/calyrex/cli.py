@@ -18,6 +18,9 @@ from typing import Any
 COMMANDS: dict[str, str] = {
     "placements": "calyrex.commands:placements",
     "inspect": "calyrex.commands:inspect_adapter",
+    "eval": "calyrex.eval.commands:eval_command",
+    "report": "calyrex.eval.commands:report_command",
+    "train": "calyrex.training.cli:train_command",
 }
 
 

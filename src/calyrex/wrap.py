@@ -14,7 +14,7 @@ from .markers import span_markers
 from .model import CalyrexModel
 
 
-def _place(model: nn.Module, blocks: dict[int, nn.Module]) -> dict[int, nn.Module]:
+def place(model: nn.Module, blocks: dict[int, nn.Module]) -> dict[int, nn.Module]:
     """Put each block on its host layer's device and in the base dtype."""
     layers = hf.decoder_layers(model)
     for i, block in blocks.items():
@@ -44,4 +44,4 @@ def wrap(
         for i, block in blocks.items():
             block.copy_from_host(layers[i])
     markers = span_markers(tokenizer) if tokenizer is not None else None
-    return CalyrexModel(model, _place(model, blocks), "calyrex", cfg, markers)
+    return CalyrexModel(model, place(model, blocks), "calyrex", cfg, markers)

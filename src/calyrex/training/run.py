@@ -1,0 +1,211 @@
+"""One training path for every method: data → adapter → Trainer → ``OUT/adapter``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..baselines import matched_counts
+from ..chat import pad_batch
+from ..config import CalyrexConfig
+from ..methods import adapt
+from ..model import CalyrexModel, count_trainable
+from .config import TrainConfig
+from .data import DEFAULT_SYSTEM_POOL, EncodeStats, encode_conversations, load_conversations
+
+log = logging.getLogger("calyrex.train")
+
+
+@dataclass
+class TrainResult:
+    adapter_dir: Path
+    trainable_params: int
+    matched_params: dict[str, int]
+    data: dict[str, Any]
+    final_loss: float | None
+    seconds: float
+
+
+class ChatCollator:
+    """Pads encoded conversations (``input_ids``, ``system_mask``, ``labels``) into a batch."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self, rows: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
+        return dict(pad_batch(self.tokenizer, rows, with_labels=True))
+
+
+def load_backbone(
+    name: str, revision: str | None, trust_remote_code: bool, dtype: torch.dtype
+) -> tuple[Any, Any]:
+    """Tokenizer and causal LM from a hub id or a local directory (``save_pretrained`` layout)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(
+        name, revision=revision, trust_remote_code=trust_remote_code
+    )
+    model = AutoModelForCausalLM.from_pretrained(
+        name, revision=revision, trust_remote_code=trust_remote_code, dtype=dtype
+    )
+    return tok, model
+
+
+def adapter_checksum(model: torch.nn.Module) -> str:
+    """sha256 of the trainable adapter tensors, to compare ranks after DDP training."""
+    digest = hashlib.sha256()
+    for name, p in sorted(model.named_parameters()):
+        if p.requires_grad:
+            digest.update(name.encode())
+            digest.update(p.detach().float().cpu().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _gather(value: str) -> list[str]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        out: list[Any] = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(out, value)
+        return out
+    return [value]
+
+
+def _training_args(cfg: TrainConfig) -> Any:
+    from transformers import TrainingArguments
+
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1  # launched by torchrun / accelerate
+    if cfg.precision == "fp16" and not torch.cuda.is_available():
+        raise ValueError("precision fp16 needs a CUDA GPU; use fp32 (or bf16) on CPU")
+    return TrainingArguments(
+        output_dir=cfg.out,
+        max_steps=cfg.max_steps,
+        num_train_epochs=cfg.epochs,
+        learning_rate=cfg.lr,
+        per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.grad_accum,
+        lr_scheduler_type=cfg.scheduler,
+        warmup_steps=cfg.warmup_ratio,
+        weight_decay=cfg.weight_decay,
+        bf16=cfg.precision == "bf16",
+        fp16=cfg.precision == "fp16",
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        save_strategy="steps",
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        logging_steps=cfg.logging_steps,
+        report_to=["tensorboard"] if cfg.tensorboard else [],
+        remove_unused_columns=False,
+        label_names=["labels"],
+        include_num_input_tokens_seen="non_padding",
+        ddp_backend="gloo" if distributed and not torch.cuda.is_available() else None,
+        ddp_find_unused_parameters=False,
+        disable_tqdm=not cfg.progress,
+        dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(),
+    )
+
+
+def train(cfg: TrainConfig) -> TrainResult:
+    """Train ``cfg.method`` on ``cfg.data``; write checkpoints, metrics and ``OUT/adapter``."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from .trainer import AdapterTrainer, LossBar, MetricsLog, trim_metrics
+
+    cfg.validate()
+    start = time.perf_counter()
+    out = Path(cfg.out)
+    args = _training_args(cfg)  # before the model: it sets up the process group under torchrun
+    dtype = (
+        torch.bfloat16 if cfg.precision == "bf16" and torch.cuda.is_available() else torch.float32
+    )
+    tok, base = load_backbone(cfg.model, cfg.revision, cfg.trust_remote_code, dtype)
+    stats = EncodeStats()
+    pool = DEFAULT_SYSTEM_POOL if cfg.system_pool is None else cfg.system_pool
+    conversations = load_conversations(cfg.data, pool, cfg.seed, cfg.skip_invalid, stats)
+    rows = encode_conversations(tok, conversations, cfg.max_length, cfg.on_truncate, stats)
+
+    cal_cfg = CalyrexConfig(placement=cfg.placement, layers=cfg.layers)
+    counts = matched_counts(base, cal_cfg)
+    model = adapt(base, cfg.method, cal_cfg, seed=cfg.seed)
+    if isinstance(model, CalyrexModel):
+        model.markers = _markers(tok)
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    trainable = count_trainable(model)
+    resume_from = None
+    if cfg.resume and out.is_dir():
+        resume_from = get_last_checkpoint(str(out))
+        if resume_from:
+            trim_metrics(out / "metrics.jsonl", int(resume_from.rsplit("-", 1)[1]))
+    trainer = AdapterTrainer(
+        model=model, args=args, train_dataset=rows, data_collator=ChatCollator(tok)
+    )
+    for callback in list(trainer.callback_handler.callbacks):
+        if type(callback) in (ProgressCallback, PrinterCallback):  # replaced by LossBar below
+            trainer.remove_callback(callback)
+    out.mkdir(parents=True, exist_ok=True)
+    trainer.add_callback(MetricsLog(out / "metrics.jsonl"))  # before the bar: it adds tokens/s
+    if cfg.progress:
+        trainer.add_callback(LossBar())
+    if trainer.is_world_process_zero():
+        _print_summary(cfg, counts, trainable, stats, resume_from)
+    result = trainer.train(resume_from_checkpoint=resume_from)
+    checksums = _gather(adapter_checksum(model))
+    adapter_dir = out / "adapter"
+    if trainer.is_world_process_zero():
+        _save_final(model, tok, adapter_dir)
+        summary = {
+            "config": cfg.to_dict(),
+            "trainable_params": trainable,
+            "matched_params": counts,
+            "data": stats.summary(),
+            "train_loss": result.training_loss,
+            "steps": result.global_step,
+            "seconds": round(time.perf_counter() - start, 2),
+            "adapter_checksums": checksums,
+        }
+        (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return TrainResult(
+        adapter_dir,
+        trainable,
+        counts,
+        stats.summary(),
+        result.training_loss,
+        time.perf_counter() - start,
+    )
+
+
+def _markers(tok: Any) -> Any:
+    from ..markers import span_markers
+
+    return span_markers(tok)
+
+
+def _save_final(model: Any, tok: Any, adapter_dir: Path) -> None:
+    if isinstance(model, CalyrexModel):
+        model.save_adapter(adapter_dir)
+    else:  # PEFT's own format, loadable with PeftModel.from_pretrained or calyrex.load_adapter
+        model.save_pretrained(str(adapter_dir))
+    tok.save_pretrained(str(adapter_dir / "tokenizer"))
+
+
+def _print_summary(
+    cfg: TrainConfig, counts: dict[str, int], trainable: int, stats: EncodeStats, resume: str | None
+) -> None:
+    lines = [
+        f"method {cfg.method}  placement {cfg.layers or cfg.placement}  trainable {trainable:,}",
+        "parameter-matched counts: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()),
+        f"data: {stats.kept} conversations kept, skipped {dict(stats.skipped) or 'none'}",
+    ]
+    if resume:
+        lines.append(f"resuming from {resume}")
+    print("\n".join(lines), flush=True)

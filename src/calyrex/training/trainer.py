@@ -1,0 +1,127 @@
+"""transformers.Trainer with adapter-only, atomic, resumable checkpoints and a metrics log."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import Trainer, TrainerCallback
+from transformers.trainer_callback import ProgressCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+
+from ..adapter_io import read_config, read_weights
+from ..model import CalyrexModel
+
+STAGING = ".staging"
+
+
+def _barrier() -> None:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+
+
+class AdapterTrainer(Trainer):
+    """Saves and restores only the adapter; checkpoints appear whole or not at all."""
+
+    def _calyrex_model(self) -> CalyrexModel | None:
+        model = self.accelerator.unwrap_model(self.model)
+        return model if isinstance(model, CalyrexModel) else None
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        model = self._calyrex_model()
+        if model is None:  # PEFT LoRA: the Trainer saves it in PEFT's own format
+            return super()._save(output_dir, state_dict)
+        if self.args.should_save:
+            model.save_adapter(output_dir or self.args.output_dir)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        target = self._calyrex_model()
+        if target is None:
+            return super()._load_from_checkpoint(resume_from_checkpoint, model)
+        directory = Path(resume_from_checkpoint)
+        state = read_weights(directory, read_config(directory))
+        target.load_state_dict(state, strict=False)
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        """Write into ``OUT/.staging/checkpoint-N`` then rename: a kill never leaves half a checkpoint."""
+        run_dir = self._get_output_dir(trial=trial)
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staging = os.path.join(run_dir, STAGING)
+        if self.args.should_save:
+            shutil.rmtree(os.path.join(staging, name), ignore_errors=True)
+        _barrier()
+        self._get_output_dir = lambda trial=None: staging  # where the parent writes this checkpoint
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            del self._get_output_dir
+        _barrier()  # every rank has written its RNG state
+        if self.args.should_save:
+            final = os.path.join(run_dir, name)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(os.path.join(staging, name), final)
+            if not os.listdir(staging):
+                os.rmdir(staging)
+            rotate_checkpoints(run_dir, save_total_limit=self.args.save_total_limit)
+        _barrier()
+
+
+class MetricsLog(TrainerCallback):
+    """Append one JSON object per logged step to ``OUT/metrics.jsonl`` (rank 0), with tokens/s."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._last: tuple[float, int] | None = None
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any
+    ) -> None:
+        if not state.is_world_process_zero or not logs or "loss" not in logs:
+            return
+        now, seen = time.perf_counter(), int(getattr(state, "num_input_tokens_seen", 0) or 0)
+        if self._last is not None and now > self._last[0]:
+            logs["tokens_per_s"] = round((seen - self._last[1]) / (now - self._last[0]), 1)
+        self._last = (now, seen)
+        record = {
+            "step": state.global_step,
+            **{k: v for k, v in logs.items() if isinstance(v, (int, float))},
+        }
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self._last = (time.perf_counter(), int(getattr(state, "num_input_tokens_seen", 0) or 0))
+
+
+class LossBar(ProgressCallback):
+    """The Trainer's progress bar, showing loss and tokens/s instead of printing log dicts."""
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any
+    ) -> None:
+        if (
+            state.is_world_process_zero
+            and self.training_bar is not None
+            and logs
+            and "loss" in logs
+        ):
+            self.training_bar.set_postfix(
+                loss=f"{logs['loss']:.4f}", tok_s=logs.get("tokens_per_s", "-")
+            )
+
+
+def trim_metrics(path: Path, last_step: int) -> None:
+    """On resume, drop log lines a killed run wrote after its last checkpoint."""
+    if not path.exists():
+        return
+    lines = [
+        line
+        for line in path.read_text().splitlines()
+        if line.strip() and json.loads(line)["step"] <= last_step
+    ]
+    path.write_text("".join(line + "\n" for line in lines))

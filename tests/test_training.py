@@ -1,0 +1,335 @@
+"""Training path (issue 3): data, methods, parameter matching, resume, bad input."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import calyrex
+from calyrex.baselines import matched_counts
+from calyrex.chat import IGNORE_INDEX
+from calyrex.testing import tiny_model, tiny_tokenizer
+from calyrex.training import DataError, TrainConfig, load_conversations, train
+from calyrex.training.data import encode_conversations
+
+METHODS = ["calyrex", "lora", "parallel_mlp"]
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _sort_rows(n=48, seed=0):
+    import random
+
+    r = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        a = [r.randint(0, 9) for _ in range(4)]
+        rows.append(
+            {
+                "messages": [
+                    {"role": "system", "content": "Always answer in capital letters."},
+                    {"role": "user", "content": "sort " + " ".join(map(str, a))},
+                    {"role": "assistant", "content": " ".join(map(str, sorted(a)))},
+                ]
+            }
+        )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory):
+    """A tiny Qwen2 + ChatML tokenizer saved like a hub model, and a small JSONL corpus."""
+    root = tmp_path_factory.mktemp("train")
+    tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2).save_pretrained(root / "base")
+    tiny_tokenizer("chatml").save_pretrained(root / "base")
+    return root / "base", _write_jsonl(root / "data.jsonl", _sort_rows())
+
+
+def test_formats_normalise_and_label_every_assistant_turn(tmp_path, tok):
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "Hello."},
+            ]
+        },
+        {
+            "conversations": [
+                {"from": "system", "value": "Be brief."},
+                {"from": "human", "value": "a"},
+                {"from": "gpt", "value": "B"},
+                {"from": "human", "value": "c"},
+                {"from": "gpt", "value": "D"},
+            ]
+        },
+        {"prompt": "2+2?", "response": "4", "system": "Answer with digits."},
+    ]
+    convs = load_conversations(
+        str(_write_jsonl(tmp_path / "d.jsonl", rows)), system_pool=["POOL PROMPT"], seed=0
+    )
+    assert convs[0][0] == {
+        "role": "system",
+        "content": "POOL PROMPT",
+    }  # pool fills a missing system
+    assert convs[1][0]["content"] == "Be brief." and convs[2][0]["content"] == "Answer with digits."
+    encoded = encode_conversations(tok, convs, max_length=256)
+    texts = [tok.decode([t for t in r["labels"] if t != IGNORE_INDEX]) for r in encoded]
+    assert texts == ["Hello.<|im_end|>", "B<|im_end|>D<|im_end|>", "4<|im_end|>"]
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+@pytest.mark.parametrize("placement", ["late8th", "all", "every4", "last"])
+def test_parameter_counts_match_within_2_percent(arch, placement):
+    model = tiny_model(arch, num_hidden_layers=12)
+    cfg = calyrex.CalyrexConfig(placement=placement)
+    counts = {
+        m: calyrex.count_trainable(calyrex.adapt(tiny_model(arch, num_hidden_layers=12), m, cfg))
+        for m in METHODS
+    }
+    assert counts == matched_counts(model, cfg)
+    for method in ("lora", "parallel_mlp"):
+        assert abs(counts[method] - counts["calyrex"]) / counts["calyrex"] < 0.02, counts
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_identity_at_step_zero_and_single_batch_overfit(method, tok):
+    batch = calyrex.encode_chat(tok, [c["messages"] for c in _sort_rows(4)], with_labels=True)
+    base = tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2)
+    model = calyrex.adapt(
+        tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2),
+        method,
+        calyrex.CalyrexConfig(placement="late_half"),
+        seed=0,
+    )
+    with torch.no_grad():
+        plain = {k: v for k, v in batch.items() if k != "system_mask"}
+        assert torch.equal(
+            base(**plain).logits, model(**(batch if method != "lora" else plain)).logits
+        )
+    inputs = batch if method != "lora" else plain
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    model.train()
+    losses = []
+    for _ in range(40):
+        loss = model(**inputs).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0], (method, losses[0], losses[-1])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_train_end_to_end_saves_a_loadable_adapter(method, backbone, tmp_path, tok):
+    base_dir, data = backbone
+    out = tmp_path / method
+    result = train(
+        TrainConfig(
+            model=str(base_dir),
+            data=str(data),
+            out=str(out),
+            method=method,
+            placement="late_half",
+            max_steps=12,
+            batch_size=8,
+            lr=3e-3,
+            logging_steps=2,
+            save_steps=6,
+            progress=False,
+        )
+    )
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [2, 4, 6, 8, 10, 12] and all(
+        "loss" in m for m in metrics
+    )
+    assert metrics[-1]["loss"] < metrics[0]["loss"]
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-12", "checkpoint-6"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert (
+        summary["trainable_params"] == result.trainable_params == summary["matched_params"][method]
+    )
+    loaded = calyrex.load_adapter(
+        tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2), out / "adapter"
+    )
+    assert calyrex.count_trainable(loaded) in (0, result.trainable_params)
+    if method == "lora":
+        from peft import PeftModel
+
+        assert isinstance(loaded, PeftModel)
+        PeftModel.from_pretrained(
+            tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2), str(out / "adapter")
+        )  # PEFT's own loader
+
+
+def _train_cmd(base_dir, data, out, *extra):
+    return [
+        sys.executable,
+        "-m",
+        "calyrex",
+        "train",
+        "--model",
+        str(base_dir),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--max-steps",
+        "200",
+        "--batch-size",
+        "4",
+        "--lr",
+        "3e-3",
+        "--save-steps",
+        "4",
+        "--logging-steps",
+        "1",
+        "--seed",
+        "3",
+        "--no-progress",
+        *extra,
+    ]
+
+
+def test_killed_then_resumed_equals_uninterrupted(backbone, tmp_path):
+    from safetensors.torch import load_file
+
+    base_dir, data = backbone
+    subprocess.run(_train_cmd(base_dir, data, tmp_path / "full"), check=True, capture_output=True)
+    proc = subprocess.Popen(
+        _train_cmd(base_dir, data, tmp_path / "killed"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    while not (tmp_path / "killed" / "checkpoint-8").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "killed" / "adapter").exists(), "the run ended before the kill"
+    subprocess.run(
+        _train_cmd(base_dir, data, tmp_path / "killed", "--resume"), check=True, capture_output=True
+    )
+    full = load_file(tmp_path / "full" / "adapter" / "adapter_model.safetensors")
+    resumed = load_file(tmp_path / "killed" / "adapter" / "adapter_model.safetensors")
+    assert full.keys() == resumed.keys()
+    for k in full:
+        torch.testing.assert_close(resumed[k], full[k], atol=1e-5, rtol=0)
+    steps = [
+        json.loads(line)["step"]
+        for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert steps == list(range(1, 201))  # nothing lost, nothing logged twice
+
+
+def test_two_process_ddp_training(backbone, tmp_path):
+    base_dir, data = backbone
+    out = tmp_path / "ddp"
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29517",
+        "-m",
+        "calyrex",
+        "train",
+        "--model",
+        str(base_dir),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--max-steps",
+        "6",
+        "--batch-size",
+        "4",
+        "--save-steps",
+        "3",
+        "--no-progress",
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["adapter_checksums"]) == 2
+    assert summary["adapter_checksums"][0] == summary["adapter_checksums"][1]
+    calyrex.load_adapter(
+        tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2), out / "adapter"
+    )
+
+
+def test_bad_inputs_fail_before_compute(backbone, tmp_path, tok):
+    base_dir, data = backbone
+
+    def run(**kw):
+        args = dict(
+            model=str(base_dir),
+            data=str(data),
+            out=str(tmp_path / "o"),
+            max_steps=1,
+            progress=False,
+        )
+        return train(TrainConfig(**{**args, **kw}))
+
+    with pytest.raises(DataError, match="does not exist"):
+        run(data=str(tmp_path / "missing.jsonl"))
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(DataError, match="empty"):
+        run(data=str(tmp_path / "empty.jsonl"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(_sort_rows(1)[0]) + "\n{oops\n")
+    with pytest.raises(DataError, match=r"bad.jsonl:2: malformed JSON"):
+        run(data=str(bad))
+    _write_jsonl(bad, [{"text": "plain"}])
+    with pytest.raises(DataError, match=r"bad.jsonl:1: unknown row format"):
+        run(data=str(bad))
+    _write_jsonl(bad, [{"messages": [{"role": "user", "content": "hi"}]}])
+    with pytest.raises(DataError, match=r"bad.jsonl:1: conversation has no assistant turn"):
+        run(data=str(bad))
+    with pytest.raises(ValueError, match="unknown method 'sft'"):
+        run(method="sft")
+    with pytest.raises(ValueError, match="unknown placement preset 'late9th'"):
+        run(placement="late9th")
+    with pytest.raises(DataError, match="every conversation was skipped.*system_prompt_truncated"):
+        run(max_length=8)
+    with pytest.raises(DataError, match="max_length is 8"):
+        run(max_length=8, on_truncate="error")
+    notemplate = tmp_path / "notemplate"
+    tiny_model("qwen2").save_pretrained(notemplate)
+    bare = tiny_tokenizer("chatml")
+    bare.chat_template = None
+    bare.save_pretrained(notemplate)
+    with pytest.raises(calyrex.ChatTemplateError, match="no chat template"):
+        run(model=str(notemplate))
+    assert not (tmp_path / "o" / "adapter").exists()
+
+
+def test_skip_invalid_counts_instead_of_failing(tmp_path, tok):
+    rows = [*_sort_rows(2), {"messages": [{"role": "user", "content": "no answer"}]}]
+    convs = load_conversations(str(_write_jsonl(tmp_path / "d.jsonl", rows)), skip_invalid=True)
+    assert len(convs) == 2
+
+
+def test_cli_yaml_config_mirrors_options(backbone, tmp_path):
+    base_dir, data = backbone
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(
+        f"model: {base_dir}\ndata: {data}\nout: {tmp_path / 'y'}\nmethod: parallel_mlp\nmax_steps: 2\nbatch-size: 4\nprogress: false\n"
+    )
+    from calyrex.cli import main
+
+    assert main(["train", "--config", str(cfg), "--max-steps", "3"]) == 0
+    summary = json.loads((tmp_path / "y" / "summary.json").read_text())
+    assert summary["steps"] == 3 and summary["config"]["method"] == "parallel_mlp"
+    assert main(["train", "--model", "x"]) == 2  # missing options: a clear error, exit code 2
