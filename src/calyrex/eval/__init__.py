@@ -1,0 +1,13 @@
+"""Evaluation suite: the paper's benchmarks on real data, lm-eval integration and reports.
+
+``SUITES`` maps a suite name to its runner class, one line each (imported only when used).
+"""
+
+from __future__ import annotations
+
+SUITES: dict[str, str] = {
+    "ifeval": "calyrex.eval.ifeval:IFEval",
+}
+
+# what ``--suite paper`` runs: every benchmark the paper reports that calyrex can run
+PAPER: tuple[str, ...] = tuple(SUITES)

@@ -1,0 +1,79 @@
+"""What every benchmark runner provides, and the context a run gives it.
+
+A runner loads the benchmark's items from its real file format, turns items into response rows
+with a model (``generate``), and scores rows (``score``). Response rows are also the format of
+``calyrex eval --responses FILE.jsonl``: the benchmark's own prompt fields plus ``response``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .generate import Generator, Skip
+
+Item = dict[str, Any]
+Row = dict[str, Any]
+
+
+class NeedsModel(ValueError):
+    """The benchmark cannot score ``--responses`` alone (it needs the model itself)."""
+
+
+@dataclass
+class EvalConfig:
+    """Options shared by all runners (the CLI's ``calyrex eval`` flags)."""
+
+    data: dict[str, str] = field(default_factory=dict)  # suite name → file or dataset id
+    limit: int | None = None  # first N items of each benchmark (smoke runs)
+    max_new_tokens: int = 1024
+    batch_size: int = 8
+    system_prompt: str | None = None  # for benchmarks whose prompts carry no system message
+    seed: int = 0
+
+
+@dataclass
+class Context:
+    config: EvalConfig
+    out: Path
+    generator: Generator | None = None
+    judge: Any = None  # a calyrex.eval.judge.Judge, or None
+    lm: Any = None  # the lm-eval model, for harness tasks
+
+
+class Benchmark:
+    """Base class of a runner. Subclasses set ``name`` and implement the three methods."""
+
+    name: ClassVar[str]
+    needs_judge: ClassVar[bool] = False
+    source: ClassVar[str] = ""  # where the real data lives (documentation and default loader)
+
+    def load(self, data: str | None, ctx: Context) -> list[Item]:
+        raise NotImplementedError
+
+    def row_id(self, row: Row) -> str:
+        return str(row["id"])
+
+    def generate(self, items: list[Item], ctx: Context) -> Iterator[Row]:
+        raise NotImplementedError
+
+    def score(self, items: list[Item], rows: list[Row], ctx: Context) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def response_or_skip(row: Row, value: str | Skip) -> Row:
+    """``row`` with ``response`` set, or with ``skipped`` (the reason) for a prompt not run."""
+    if isinstance(value, Skip):
+        return {**row, "response": None, "skipped": value.reason}
+    return {**row, "response": value}
+
+
+def index_rows(bench: Benchmark, rows: list[Row]) -> dict[str, Row]:
+    return {bench.row_id(r): r for r in rows}
+
+
+def batches(items: list[Item], size: int) -> Iterator[list[Item]]:
+    for start in range(0, len(items), max(1, size)):
+        yield items[start : start + size]

@@ -1,0 +1,119 @@
+"""Chat generation and scoring on a loaded model, with the system span passed explicitly.
+
+Legend: B batch, T tokens.
+
+A calyrex model gets ``system_mask`` from :func:`calyrex.encode_chat` (the span is read from the
+conversation's structure); a base or PEFT model gets the same prompt without it. A prompt that
+does not fit the model's context window is never truncated: it comes back as a :class:`Skip`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..chat import encode_chat, encode_one, pad_batch
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A prompt that was not run, and why (recorded in the results, never scored as zero)."""
+
+    reason: str
+
+
+def uses_system_span(model: Any) -> bool:
+    """True for a calyrex model (its forward and generate take ``system_mask``)."""
+    return hasattr(model, "cal_blocks")
+
+
+def context_window(model: Any, tokenizer: Any) -> int:
+    config = getattr(model, "config", None)
+    window = getattr(config, "max_position_embeddings", None)
+    return int(window) if window else int(getattr(tokenizer, "model_max_length", 1 << 30))
+
+
+class Generator:
+    """Greedy chat completions from ``model`` in batches of ``batch_size`` (left padding)."""
+
+    def __init__(
+        self, model: Any, tokenizer: Any, max_new_tokens: int = 1024, batch_size: int = 8
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+        self.window = context_window(model, tokenizer)
+        self.span = uses_system_span(model)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def prompt_length(self, conversation: Sequence[Message]) -> int:
+        return len(
+            encode_one(self.tokenizer, conversation, add_generation_prompt=True)["input_ids"]
+        )
+
+    def chat(self, conversations: Sequence[Sequence[Message]]) -> list[str | Skip]:
+        """One completion (or a Skip) per conversation, in order."""
+        out: list[str | Skip] = [Skip("not run")] * len(conversations)
+        runnable = []
+        for i, conv in enumerate(conversations):
+            length = self.prompt_length(conv)
+            if length + self.max_new_tokens > self.window:
+                out[i] = Skip(
+                    f"prompt of {length} tokens + {self.max_new_tokens} new tokens exceeds the "
+                    f"model's context window of {self.window}"
+                )
+            else:
+                runnable.append((length, i))
+        runnable.sort()  # similar lengths together: less padding
+        for start in range(0, len(runnable), self.batch_size):
+            chunk = [i for _, i in runnable[start : start + self.batch_size]]
+            for i, text in zip(
+                chunk, self._generate([conversations[i] for i in chunk]), strict=True
+            ):
+                out[i] = text
+        return out
+
+    @torch.no_grad()
+    def _generate(self, conversations: Sequence[Sequence[Message]]) -> list[str]:
+        tok = self.tokenizer
+        side, tok.padding_side = tok.padding_side, "left"
+        try:
+            batch = encode_chat(tok, list(conversations), add_generation_prompt=True)
+        finally:
+            tok.padding_side = side
+        batch = {k: v.to(self.device) for k, v in batch.items()}  # (B, T) each
+        system_mask = batch.pop("system_mask")
+        kwargs = {"system_mask": system_mask} if self.span else {}
+        ids = self.model.generate(
+            **batch,
+            **kwargs,
+            max_new_tokens=self.max_new_tokens,
+            do_sample=False,
+            pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+        )
+        width = batch["input_ids"].shape[1]
+        return [tok.decode(row[width:], skip_special_tokens=True) for row in ids]
+
+    @torch.no_grad()
+    def target_nll(self, conversation: Sequence[Message], target: str) -> float | Skip:
+        """Mean negative log-likelihood per token of ``target`` as the assistant's next reply."""
+        full = [*conversation, {"role": "assistant", "content": target}]
+        row = encode_one(self.tokenizer, full)
+        if len(row["input_ids"]) > self.window:
+            return Skip(
+                f"prompt of {len(row['input_ids'])} tokens exceeds the context window of {self.window}"
+            )
+        batch = pad_batch(self.tokenizer, [row], with_labels=True)
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        system_mask = batch.pop("system_mask")
+        kwargs = {"system_mask": system_mask} if self.span else {}
+        return float(self.model(**batch, **kwargs).loss)

@@ -1,0 +1,143 @@
+"""``calyrex eval``: run benchmarks, write ``DIR/NAME.json`` per benchmark and a summary.
+
+Resumable at two levels: a benchmark whose ``NAME.json`` says ``"status": "ok"`` is not rerun,
+and generated responses are appended to ``NAME.responses.jsonl`` as they come, so an interrupted
+benchmark continues where it stopped. A benchmark that cannot be scored (judge down, model
+needed) is written with ``"status": "skipped"`` and its reason, and is retried next time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+from . import PAPER, SUITES
+from .bench import Benchmark, Context, EvalConfig, NeedsModel, Row
+from .data import append_row, read_rows, write_json
+from .judge import JudgeUnavailable
+
+
+def resolve_suites(spec: str) -> list[str]:
+    names: list[str] = []
+    for part in spec.split(","):
+        part = part.strip()
+        if part == "paper":
+            names += [n for n in PAPER if n not in names]
+        elif part in SUITES:
+            names.append(part)
+        elif part:
+            raise ValueError(f"unknown suite {part!r}; choose from paper, {', '.join(SUITES)}")
+    return names
+
+
+def make_benchmark(name: str) -> Benchmark:
+    module, _, cls = SUITES[name].partition(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def _rows(bench: Benchmark, items: list[dict], ctx: Context, responses: str | None) -> list[Row]:
+    """Rows from ``--responses``, or cached + newly generated (appended as they come)."""
+    if responses:
+        return read_rows(responses)
+    cache = ctx.out / f"{bench.name}.responses.jsonl"
+    rows = read_rows(cache) if cache.is_file() else []
+    done = {bench.row_id(r) for r in rows}
+    pending = [it for it in items if bench.row_id(it) not in done]
+    if pending:
+        from tqdm.auto import tqdm
+
+        with tqdm(total=len(pending), desc=bench.name, unit="item") as bar:
+            for row in bench.generate(pending, ctx):
+                append_row(cache, row)
+                rows.append(row)
+                bar.update(1)
+    return rows
+
+
+def run_one(bench: Benchmark, ctx: Context, responses: str | None) -> dict[str, Any]:
+    """Score one benchmark; the record written to ``NAME.json``."""
+    custom = getattr(bench, "run", None)
+    if custom is not None:
+        if responses:
+            raise NeedsModel(f"{bench.name} runs inside lm-eval and cannot score --responses")
+        return {"suite": bench.name, "status": "ok", **custom(ctx)}
+    items = bench.load(ctx.config.data.get(bench.name), ctx)
+    if not items:
+        raise ValueError(f"{bench.name}: the data has no items")
+    rows = _rows(bench, items, ctx, responses)
+    result = bench.score(items, rows, ctx)
+    details = result.pop("details", None)
+    if details is not None:
+        with open(ctx.out / f"{bench.name}.details.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in details)
+    return {"suite": bench.name, "status": "ok", "n_items": len(items), **result}
+
+
+def evaluate(
+    suites: list[str],
+    out: str | Path,
+    config: EvalConfig,
+    responses: str | None = None,
+    loader: Any = None,
+    judge_factory: Any = None,
+    run_info: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run ``suites``; ``loader()`` gives (Generator, lm) lazily, ``judge_factory()`` the judge."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    info = {**(run_info or {}), "suites": suites, "config": config.__dict__}
+    write_json(out / "run.json", info)
+    ctx = Context(config, out)
+    for name in suites:
+        file = out / f"{name}.json"
+        if file.is_file() and json.loads(file.read_text()).get("status") == "ok":
+            print(f"{name}: finished earlier, not rerun ({file})")
+            continue
+        bench = make_benchmark(name)
+        try:
+            if responses is None and ctx.generator is None and loader is not None:
+                ctx.generator, ctx.lm = loader()
+            if bench.needs_judge and ctx.judge is None and judge_factory is not None:
+                ctx.judge = judge_factory()
+            record = run_one(bench, ctx, responses)
+        except (JudgeUnavailable, NeedsModel) as err:
+            record = {"suite": name, "status": "skipped", "reason": str(err)}
+            print(f"{name}: skipped — {err}")
+        write_json(file, record)
+    return write_summary(out, info)
+
+
+def headline(record: dict[str, Any]) -> dict[str, Any]:
+    """The scalar metrics of a benchmark record (what the summary and report show)."""
+    metrics = record.get("metrics") or {}
+    return {
+        k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+
+
+def write_summary(out: Path, info: dict[str, Any]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"label": info.get("label"), "suites": {}}
+    for name in info["suites"]:
+        file = out / f"{name}.json"
+        record = json.loads(file.read_text()) if file.is_file() else {"status": "missing"}
+        entry = {"status": record.get("status"), "metrics": headline(record)}
+        if record.get("reason"):
+            entry["reason"] = record["reason"]
+        summary["suites"][name] = entry
+    write_json(out / "summary.json", summary)
+    lines = [
+        f"# {summary['label'] or out.name}",
+        "",
+        "| benchmark | metric | value |",
+        "|---|---|---|",
+    ]
+    for name, entry in summary["suites"].items():
+        if entry["status"] != "ok":
+            lines.append(f"| {name} | ({entry['status']}) | {entry.get('reason', '')} |")
+        for metric, value in entry["metrics"].items():
+            lines.append(f"| {name} | {metric} | {value:.4g} |")
+    (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    return summary
