@@ -169,9 +169,8 @@ def test_train_end_to_end_saves_a_loadable_adapter(method, backbone, tmp_path, t
         )  # PEFT's own loader
 
 
-def _train_cmd(base_dir, data, out, *extra):
+def _cli(base_dir, data, out):
     return [
-        sys.executable,
         "-m",
         "calyrex",
         "train",
@@ -181,6 +180,13 @@ def _train_cmd(base_dir, data, out, *extra):
         str(data),
         "--out",
         str(out),
+    ]
+
+
+def _train_cmd(base_dir, data, out, *extra):
+    return [
+        sys.executable,
+        *_cli(base_dir, data, out),
         "--max-steps",
         "200",
         "--batch-size",
@@ -240,15 +246,7 @@ def test_two_process_ddp_training(backbone, tmp_path):
         "2",
         "--master_port",
         "29517",
-        "-m",
-        "calyrex",
-        "train",
-        "--model",
-        str(base_dir),
-        "--data",
-        str(data),
-        "--out",
-        str(out),
+        *_cli(base_dir, data, out),
         "--max-steps",
         "6",
         "--batch-size",

@@ -8,48 +8,21 @@
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from . import hf
 from .block import CALBlock, ParallelMLPBlock
-from .config import CalyrexConfig
-from .placement import placement_layers
+from .config import BlockConfig, CalyrexConfig
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 @dataclass
-class ParallelMLPConfig:
-    placement: str = "late8th"
-    layers: list[int] | None = None
-    intermediate_size: int | None = None
-    norm_eps: float | None = None
-    init_std: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def resolve(self, hf_config: Any) -> ParallelMLPConfig:
-        return dataclasses.replace(
-            self,
-            layers=placement_layers(
-                self.layers if self.layers is not None else self.placement,
-                hf_config.num_hidden_layers,
-            ),
-            intermediate_size=self.intermediate_size or hf_config.intermediate_size,
-            norm_eps=self.norm_eps or getattr(hf_config, "rms_norm_eps", 1e-6),
-            init_std=self.init_std or getattr(hf_config, "initializer_range", 0.02),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ParallelMLPConfig:
-        return cls(**data)
+class ParallelMLPConfig(BlockConfig):
+    """A SwiGLU of width ``intermediate_size`` after each placed layer (solved to match CAL)."""
 
 
 def cal_budget(model: nn.Module, config: CalyrexConfig) -> int:
