@@ -331,3 +331,25 @@ def test_cli_yaml_config_mirrors_options(backbone, tmp_path):
     summary = json.loads((tmp_path / "y" / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["config"]["method"] == "parallel_mlp"
     assert main(["train", "--model", "x"]) == 2  # missing options: a clear error, exit code 2
+
+
+def test_bf16_autocast_with_gradient_checkpointing(backbone, tmp_path):
+    base_dir, data = backbone
+    cfg = TrainConfig(
+        model=str(base_dir),
+        data=str(data),
+        out=str(tmp_path / "bf16"),
+        max_steps=3,
+        batch_size=4,
+        precision="bf16",
+        gradient_checkpointing=True,
+        progress=False,
+    )
+    result = train(cfg)
+    assert (
+        result.final_loss is not None and result.final_loss == result.final_loss
+    )  # finite, not NaN
+    calyrex.load_adapter(
+        tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2),
+        tmp_path / "bf16" / "adapter",
+    )
