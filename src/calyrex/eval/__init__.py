@@ -7,6 +7,9 @@ from __future__ import annotations
 
 SUITES: dict[str, str] = {
     "ifeval": "calyrex.eval.ifeval:IFEval",
+    "mmlu": "calyrex.eval.harness_tasks:MMLU",
+    "gsm8k": "calyrex.eval.harness_tasks:GSM8K",
+    "squadv2": "calyrex.eval.harness_tasks:SQuADv2",
 }
 
 # what ``--suite paper`` runs: every benchmark the paper reports that calyrex can run
