@@ -7,6 +7,8 @@ from __future__ import annotations
 
 SUITES: dict[str, str] = {
     "ifeval": "calyrex.eval.ifeval:IFEval",
+    "tensortrust": "calyrex.eval.tensortrust:TensorTrust",
+    "glaive_fc": "calyrex.eval.glaive:GlaiveFC",
     "mmlu": "calyrex.eval.harness_tasks:MMLU",
     "gsm8k": "calyrex.eval.harness_tasks:GSM8K",
     "squadv2": "calyrex.eval.harness_tasks:SQuADv2",

@@ -1,0 +1,119 @@
+"""Runners on small fixtures in the real file formats: hand-made responses with known scores,
+and each runner end to end (generation → scores) on a tiny model through ``calyrex eval``."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import calyrex
+from calyrex.cli import main
+from calyrex.eval.glaive import load_glaive, parse_call
+from calyrex.testing import tiny_model, tiny_tokenizer
+
+FIX = Path(__file__).parent / "fixtures" / "eval"
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A tiny base model + tokenizer on disk and a CAL adapter with random weights for it."""
+    root = tmp_path_factory.mktemp("runners")
+    tok = tiny_tokenizer("chatml")
+    tiny_model("qwen2").save_pretrained(root / "base")
+    tok.save_pretrained(root / "base")
+    wrapped = calyrex.wrap(tiny_model("qwen2"), calyrex.CalyrexConfig(placement="last"))
+    with torch.no_grad():
+        for name, p in wrapped.named_parameters():
+            if calyrex.is_adapter_param(name) and "norm" not in name:
+                p.normal_(0, 0.3)
+    wrapped.save_adapter(root / "adapter")
+    return root
+
+
+def score(suite, responses, data, tmp_path):
+    args = ["eval", "--suite", suite, "--responses", str(responses), "--data", str(data)]
+    assert main(args + ["--out", str(tmp_path)]) == 0
+    return json.loads((tmp_path / f"{suite}.json").read_text())
+
+
+def run_model(saved, suite, data, tmp_path, *extra):
+    args = ["eval", "--suite", suite, "--model", str(saved / "base"), "--adapter"]
+    args += [str(saved / "adapter"), "--data", str(data), "--out", str(tmp_path)]
+    rc = main(args + ["--max-new-tokens", "4", "--batch-size", "2", "--device", "cpu", *extra])
+    record = json.loads((tmp_path / f"{suite}.json").read_text())
+    return rc, record
+
+
+def test_tensortrust_metrics(tmp_path):
+    record = score(
+        "tensortrust", FIX / "tensortrust_responses.jsonl", FIX / "tensortrust", tmp_path
+    )
+    m = record["metrics"]
+    assert (m["HRR"], m["ERR"], m["hijacking_dv"], m["extraction_dv"]) == (0.5, 0.5, 0.5, 1.0)
+    assert m["n_hrr"] == m["n_err"] == 2
+
+
+def test_glaive_loader_and_metrics(tmp_path):
+    items = load_glaive(str(FIX / "glaive.json"))
+    assert [it["id"] for it in items] == ["0", "1"]  # the row without a call is not an item
+    assert items[1]["messages"][-1] == {
+        "role": "user",
+        "content": "My weight is 70 kg and height 1.75 m. What is my BMI?",
+    }
+    assert (
+        items[1]["messages"][1]["role"] == "user" and items[1]["messages"][2]["role"] == "assistant"
+    )
+    assert (items[0]["name"], items[0]["arguments"]) == (
+        "get_news_headlines",
+        {"country": "United States"},
+    )
+    record = score("glaive_fc", FIX / "glaive_responses.jsonl", FIX / "glaive.json", tmp_path)
+    assert record["metrics"] == {
+        "call_name_acc": 1.0,
+        "args_exact_match": 0.5,
+        "json_valid": 1.0,
+        "n": 2,
+    }
+
+
+def test_parse_call_formats():
+    assert parse_call('<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>') == (
+        "f",
+        {"a": 1},
+    )
+    assert parse_call('<functioncall> {"name": "f", "arguments": \'{"a": 1}\'}') == ("f", {"a": 1})
+    assert parse_call("I will not call anything.") is None
+    assert parse_call('<functioncall> {"name": "f", "arguments": \'{"a": }\'}') is None
+
+
+@pytest.mark.parametrize(
+    "suite,data",
+    [
+        ("tensortrust", FIX / "tensortrust"),
+        ("glaive_fc", FIX / "glaive.json"),
+        ("ifeval", FIX / "ifeval_input.jsonl"),
+    ],
+)
+def test_end_to_end_on_a_tiny_model(saved, tmp_path, suite, data):
+    rc, record = run_model(saved, suite, data, tmp_path)
+    assert rc == 0 and record["status"] == "ok"
+    rows = [
+        json.loads(line)
+        for line in (tmp_path / f"{suite}.responses.jsonl").read_text().splitlines()
+    ]
+    assert len(rows) == record["n_items"] and all(isinstance(r["response"], str) for r in rows)
+    # the responses file is the --responses format: scoring it alone gives the same metrics
+    again = score(suite, tmp_path / f"{suite}.responses.jsonl", data, tmp_path / "rescore")
+    assert again["metrics"] == record["metrics"]
+
+
+def test_too_long_context_is_a_recorded_skip(saved, tmp_path):
+    rc, record = run_model(
+        saved, "tensortrust", FIX / "tensortrust", tmp_path, "--max-new-tokens", "500"
+    )
+    assert rc == 0
+    assert len(record["skipped"]) == record["n_items"]
+    assert record["metrics"]["HRR"] is None and record["metrics"]["n_hrr"] == 0
+    rows = (tmp_path / "tensortrust.responses.jsonl").read_text()
+    assert "exceeds the model's context window of 512" in rows
