@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "eval": "calyrex.eval.commands:eval_command",
     "report": "calyrex.eval.commands:report_command",
     "train": "calyrex.training.cli:train_command",
+    "bench": "calyrex.bench.command:bench",
 }
 
 

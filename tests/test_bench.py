@@ -1,0 +1,108 @@
+"""The benchmark runs end to end on a tiny shape, and what it relies on is correct:
+shared system-prompt K/V give the same logits as prefilling every row, the CPU memory meter
+counts a known allocation exactly, and the FLOP model reproduces the issue's 18 %."""
+
+import json
+import math
+
+import pytest
+import torch
+
+import calyrex
+from calyrex import hf, shared_prompt
+from calyrex.bench import flops
+from calyrex.bench.command import bench
+from calyrex.bench.measure import peak_bytes
+from calyrex.bench.shapes import backbone_config
+from calyrex.testing import tiny_model
+from conftest import randomize
+
+HEADLINES = (
+    "train_time_ratio_vs_lora",
+    "train_activation_memory_ratio_vs_lora",
+    "prefill_ratio_vs_base",
+    "decode_ratio_vs_base",
+    "flop_ratio_vs_base",
+)
+
+
+def test_quick_benchmark_runs_end_to_end(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert bench(quick=True, json=str(out)) == 0
+    results = json.loads(out.read_text())
+    for key in HEADLINES:
+        assert math.isfinite(results[key]) and results[key] > 0, key
+    assert {"machine", "shape", "train", "inference", "scaling", "shared"} <= set(results)
+    assert results["machine"]["torch"] != "-" and results["shape"]["name"] == "tiny"
+    methods = results["train"]["methods"]
+    counts = [methods[m]["trainable"] for m in ("calyrex", "lora", "parallel_mlp")]
+    assert max(counts) / min(counts) < 1.02  # parameter-matched
+    assert all(m["activation_bytes"] > 0 for m in methods.values())
+    assert "Training step" in capsys.readouterr().out
+
+
+def test_shared_prompt_equals_prefilling_every_row():
+    model = randomize(
+        calyrex.wrap(
+            tiny_model("qwen2", num_hidden_layers=8), calyrex.CalyrexConfig(placement="late_half")
+        )
+    )
+    g = torch.Generator().manual_seed(0)
+    prompt, batch = 12, 3
+    ids = torch.randint(0, 384, (batch, prompt + 9), generator=g)
+    ids[:, :prompt] = ids[:1, :prompt]  # one system prompt, three conversations
+    system_mask = torch.zeros_like(ids, dtype=torch.bool)
+    system_mask[:, 3 : prompt - 1] = True
+    with torch.no_grad():
+        full = model(input_ids=ids, system_mask=system_mask).logits[:, prompt:]
+        cache = shared_prompt.prefill(model, ids[:1, :prompt], system_mask[:1, :prompt], batch)
+        store = model.span_kv(cache)
+        k, _ = next(iter(store.kv.values()))
+        assert k.shape[0] == batch and k.stride(0) == 0  # one copy, viewed per row
+        out = model(input_ids=ids[:, prompt:], cache=cache, use_cache=True)
+        torch.testing.assert_close(out.logits, full, atol=1e-5, rtol=1e-5)
+        step = model(input_ids=ids[:, -1:], cache=hf.output_cache(out), use_cache=True).logits
+        again = model(
+            input_ids=torch.cat([ids, ids[:, -1:]], 1),
+            system_mask=torch.nn.functional.pad(system_mask, (0, 1)),
+        ).logits
+        torch.testing.assert_close(step[:, -1], again[:, -1], atol=1e-5, rtol=1e-5)
+
+
+def test_sharing_refuses_a_multi_row_store():
+    store = calyrex.span.SpanKV(
+        torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.bool)
+    )
+    with pytest.raises(ValueError, match="one-row"):
+        shared_prompt.expand_span_kv(store, 4)
+
+
+def test_cpu_memory_meter_counts_a_known_peak():
+    def work():
+        a = torch.empty(1000, 1000)  # 4 MB
+        b = torch.empty(2000, 1000)  # 8 MB, both alive: 12 MB
+        del a, b
+        c = torch.empty(500, 1000)  # 2 MB after the peak
+        del c
+
+    assert peak_bytes(work, torch.device("cpu")) == 12_000_000
+
+
+def test_cpu_memory_meter_sees_the_backward_pass():
+    w = torch.randn(256, 256, requires_grad=True)
+    x = torch.randn(512, 256)
+
+    def step():
+        torch.tanh(x @ w).sum().backward()  # stores (512, 256) activations, frees them in backward
+
+    assert peak_bytes(step, torch.device("cpu")) >= 512 * 256 * 4
+    assert w.grad is not None
+
+
+def test_flop_model_gives_the_issues_inference_and_training_estimates():
+    g = flops.Geometry.of(backbone_config("qwen2.5-1.5b"))
+    cfg = calyrex.CalyrexConfig().resolve(backbone_config("qwen2.5-1.5b"))
+    assert len(cfg.layers) == 5
+    ratio = flops.inference_ratio(g, cfg, tokens=2503, span=500)
+    assert 1.12 < ratio < 1.19  # "5 blocks on 28 layers cost about 18 % more FLOPs"
+    assert flops.causal_pairs(4) == 10 and flops.causal_pairs(2, past=3) == 2 * 3 + 3
