@@ -18,10 +18,14 @@ from typing import Any
 COMMANDS: dict[str, str] = {
     "placements": "calyrex.commands:placements",
     "inspect": "calyrex.commands:inspect_adapter",
+    "analyze": "calyrex.analysis.command:analyze",
     "eval": "calyrex.eval.commands:eval_command",
     "report": "calyrex.eval.commands:report_command",
     "train": "calyrex.training.cli:train_command",
     "bench": "calyrex.bench.command:bench",
+    "ruleworld-pretrain": "calyrex.ruleworld.commands:pretrain",
+    "ruleworld-corpus": "calyrex.ruleworld.commands:corpus",
+    "ruleworld-eval": "calyrex.ruleworld.commands:evaluate",
 }
 
 

@@ -1,0 +1,93 @@
+"""``calyrex analyze``: load a model (and adapter), run the analysis, write JSON and a figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .data import load_examples
+from .recommend import summary
+from .run import AnalysisConfig, analyze_model
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def load_model(model: str, adapter: str | None, device: str, dtype: str) -> tuple[Any, Any]:
+    """(model, tokenizer): an HF causal LM with eager attention, wrapped with ``adapter`` if given.
+
+    A calyrex-format adapter (CAL blocks, ParallelMLP) is attached with ``calyrex.load_adapter``;
+    a PEFT adapter (LoRA) is merged into the weights, which is what its forward computes.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose auto or one of {sorted(DTYPES)}")
+    tok = AutoTokenizer.from_pretrained(model)
+    hf_model = AutoModelForCausalLM.from_pretrained(
+        model, dtype=DTYPES[dtype], attn_implementation="eager"
+    )
+    hf_model = hf_model.to(device).eval()
+    if adapter is None:
+        return hf_model, tok
+    config_file = Path(adapter) / "adapter_config.json"
+    if config_file.is_file() and "peft_type" in json.loads(config_file.read_text()):
+        from peft import PeftModel
+
+        return PeftModel.from_pretrained(hf_model, adapter).merge_and_unload().eval(), tok
+    from ..adapter_io import load_adapter
+
+    return load_adapter(hf_model, adapter, tokenizer=tok).eval(), tok
+
+
+def write_report(result: dict[str, Any], out: str | Path, title: str = "") -> tuple[Path, Path]:
+    """``out/analysis.json`` and ``out/analysis.png``."""
+    from .plot import plot_analysis
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = out / "analysis.json"
+    json_path.write_text(json.dumps(result, indent=2))
+    return json_path, plot_analysis(result, out / "analysis.png", title)
+
+
+def analyze(
+    model: str,
+    out: str,
+    adapter: str | None = None,
+    data: str | None = None,
+    max_examples: int | None = None,
+    test_fraction: float = 0.25,
+    patch_chunk: int = 8,
+    seed: int = 0,
+    device: str = "auto",
+    dtype: str = "auto",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Locate where a model keeps its system-prompt rules, layer by layer, and recommend a placement.
+
+    MODEL is a hub id or a directory; ADAPTER a trained calyrex (or PEFT) adapter; DATA a JSONL
+    file or a datasets source of rule conversations (rule_id, system, neutral_system, user,
+    response), the built-in set by default. Writes OUT/analysis.json and OUT/analysis.png.
+    """
+    examples = load_examples(data)
+    lm, tok = load_model(model, adapter, device, dtype)
+    cfg = AnalysisConfig(
+        max_examples, test_fraction, patch_chunk=patch_chunk, seed=seed, progress=progress
+    )
+    result = {
+        "model": model,
+        "adapter": adapter,
+        "data": data or "builtin",
+        **analyze_model(lm, tok, examples, cfg),
+    }
+    json_path, png_path = write_report(result, out, title=Path(model).name)
+    print(summary(result))
+    print(f"wrote {json_path} and {png_path}")
+    return result

@@ -1,0 +1,226 @@
+"""The analysis on tiny models whose answers are known by construction."""
+
+import json
+
+import pytest
+import torch
+
+import calyrex
+from calyrex.analysis import (
+    RULES,
+    AnalysisConfig,
+    analyze_model,
+    builtin_examples,
+    read_jsonl,
+    recommend,
+    write_jsonl,
+)
+from calyrex.analysis.capture import encode_pair, system_share, uniform_share
+from calyrex.cli import main
+from calyrex.testing import tiny_model
+from conftest import randomize
+
+CFG = AnalysisConfig(max_examples=64, progress=False)  # 8 per rule, 2 per rule held out
+
+
+def known_model(copy_layer=None, num_layers=8):
+    """A tiny Qwen2 whose layers are exactly the identity, except ``copy_layer``.
+
+    Every query is zero, so attention is uniform over the prefix; every MLP and every attention
+    output but ``copy_layer``'s is zero. The residual at a position is then its token embedding
+    (the system prompt cannot reach it) until ``copy_layer`` adds the mean over the prefix —
+    which contains the system prompt — and the later layers carry that along unchanged.
+    """
+    model = tiny_model("qwen2", num_hidden_layers=num_layers)
+    with torch.no_grad():
+        for i, layer in enumerate(model.model.layers):
+            layer.self_attn.q_proj.weight.zero_()
+            layer.self_attn.q_proj.bias.zero_()
+            layer.mlp.down_proj.weight.zero_()
+            if i == copy_layer:
+                layer.self_attn.o_proj.weight.mul_(10)
+            else:
+                layer.self_attn.o_proj.weight.zero_()
+    return model
+
+
+@pytest.fixture(scope="module")
+def blind(tok):
+    return analyze_model(known_model(None), tok, builtin_examples(), CFG)
+
+
+@pytest.fixture(scope="module")
+def copier(tok):
+    return analyze_model(known_model(5), tok, builtin_examples(), CFG)
+
+
+def test_builtin_rules_are_followed_and_checkable(tmp_path):
+    examples = builtin_examples()
+    assert len(examples) == 128 and {e.rule_id for e in examples} == set(RULES)
+    assert all(RULES[e.rule_id].check(e.response) for e in examples)
+    # the checks discriminate: most responses break most other rules
+    broken = sum(not RULES[r].check(e.response) for e in examples for r in RULES if r != e.rule_id)
+    assert broken > 0.6 * len(examples) * (len(RULES) - 1)
+    write_jsonl(examples[:5], tmp_path / "rules.jsonl")
+    assert read_jsonl(tmp_path / "rules.jsonl") == examples[:5]
+
+
+def test_bad_rows_are_reported(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"rule_id": "a", "system": "s", "neutral_system": "n", "user": "u"}\n')
+    with pytest.raises(ValueError, match="row 1.*response"):
+        read_jsonl(path)
+    path.write_text("{not json\n")
+    with pytest.raises(ValueError, match="bad.jsonl:1"):
+        read_jsonl(path)
+
+
+def test_layers_that_ignore_the_system_prompt(blind):
+    c = blind["curves"]
+    assert c["system_prompt_effect"]["mean"] == [0.0] * 8
+    assert c["rule_probe_accuracy"] == [c["rule_probe_chance"]] * 8
+    assert c["rule_probe_chance"] == pytest.approx(1 / 8)
+    assert c["patching_drop"]["mean"] == [0.0] * 8
+    assert blind["recommended_placement"] is None
+
+
+def test_uniform_attention_gives_the_uniform_share(blind):
+    c = blind["curves"]  # zero queries: every layer attends uniformly over the prefix
+    assert c["system_attention"]["mean"] == pytest.approx(
+        [c["system_attention_uniform"]] * 8, abs=1e-5
+    )
+
+
+def test_system_share_counts_only_system_keys(tok):
+    rule, _ = encode_pair(tok, builtin_examples()[0], torch.device("cpu"))
+    t = rule.input_ids.shape[1]
+    on_system = rule.system_mask[0].float().expand(2, t, t)  # (H, T, T): mass on system keys
+    assert float(system_share((on_system / on_system.sum(-1, keepdim=True))[None], rule)) == 1.0
+    elsewhere = (~rule.system_mask[0]).float().expand(2, t, t)
+    assert float(system_share((elsewhere / elsewhere.sum(-1, keepdim=True))[None], rule)) == 0.0
+    assert 0 < uniform_share(rule) < 1
+
+
+def test_a_layer_that_copies_the_rule_is_found(copier):
+    c = copier["curves"]
+    effect = c["system_prompt_effect"]["mean"]
+    assert effect[:5] == [0.0] * 5 and min(effect[5:]) > 0.05
+    assert c["rule_probe_accuracy"][:5] == [c["rule_probe_chance"]] * 5
+    assert min(c["rule_probe_accuracy"][5:]) >= 0.9
+    # patching after the copy layer removes everything the system prompt did; before, nothing
+    assert c["patching_fraction"][:5] == pytest.approx([0.0] * 5, abs=1e-6)
+    assert c["patching_fraction"][5:] == pytest.approx([1.0] * 3, abs=1e-3)
+    assert copier["recommended_layers"][0] == 5
+    assert copier["evidence"]["system_prompt_effect"]["onset_layer"] == 5
+    assert copier["evidence"]["rule_probe"]["onset_layer"] == 5
+
+
+def test_deterministic_for_a_seed(tok):
+    cfg = AnalysisConfig(max_examples=32, progress=False, seed=3)
+    runs = [
+        analyze_model(tiny_model("qwen2", num_hidden_layers=4), tok, builtin_examples(), cfg)
+        for _ in range(2)
+    ]
+    assert json.dumps(runs[0]) == json.dumps(runs[1])
+
+
+def test_identity_adapter_changes_nothing_and_writes_nothing(tok):
+    examples = builtin_examples()
+    base = analyze_model(tiny_model("qwen2", num_hidden_layers=4), tok, examples, CFG)
+    wrapped = calyrex.wrap(
+        tiny_model("qwen2", num_hidden_layers=4), calyrex.CalyrexConfig(placement="late_half")
+    )
+    at_init = analyze_model(wrapped, tok, examples, CFG)
+    assert at_init["curves"] == base["curves"]
+    assert at_init["blocks"]["layers"] == [2, 3]
+    assert at_init["blocks"]["output_norm"]["mean"] == [0.0, 0.0]
+
+
+def test_block_attention_entropy(tok):
+    wrapped = randomize(
+        calyrex.wrap(
+            tiny_model("qwen2", num_hidden_layers=4), calyrex.CalyrexConfig(placement="late_half")
+        )
+    )
+    blocks = analyze_model(wrapped, tok, builtin_examples(), CFG)["blocks"]
+    assert min(blocks["output_norm"]["mean"]) > 0
+    assert all(0 < e < 1 for e in blocks["attention_entropy_normalized"]["mean"])
+    with torch.no_grad():  # zero queries: uniform over the span, normalised entropy exactly 1
+        for block in wrapped.cal_blocks.values():
+            block.cal_q_proj.weight.zero_()
+    blocks = analyze_model(wrapped, tok, builtin_examples(), CFG)["blocks"]
+    assert blocks["attention_entropy_normalized"]["mean"] == pytest.approx([1.0, 1.0], abs=1e-5)
+
+
+def test_noise_is_not_a_band():
+    noise = {"mean": [0.001, -0.002, 0.003, 0.0], "std": [0.05] * 4}
+    curves = {
+        "system_prompt_effect": noise,
+        "rule_probe_accuracy": [0.2, 0.1, 0.25, 0.2],
+        "rule_probe_chance": 0.125,
+        "rule_probe_test_size": 16,
+        "system_attention_excess": noise,
+        "patching_drop": noise,
+    }
+    assert recommend(curves, 4, count=64)["recommended_placement"] is None
+
+
+def test_recommendation_follows_the_curves():
+    def curves(profile):
+        flat = {"mean": [0.0] * len(profile), "std": [0.01] * len(profile)}
+        return {
+            "system_prompt_effect": {"mean": profile, "std": [0.1] * len(profile)},
+            "rule_probe_accuracy": [0.5] * len(profile),
+            "rule_probe_chance": 0.5,
+            "rule_probe_test_size": 32,
+            "system_attention_excess": flat,
+            "patching_drop": {"mean": profile, "std": [0.1] * len(profile)},
+        }
+
+    late = recommend(curves([0.0] * 23 + [1.0] * 5), 28, count=100)
+    assert late["recommended_placement"] == "late8th" and late["recommended_layers"] == [
+        23,
+        24,
+        25,
+        26,
+        27,
+    ]
+    early = recommend(curves([1.0] * 5 + [0.0] * 23), 28, count=100)
+    assert early["recommended_placement"] == "first8th"
+    mid = recommend(curves([0.0] * 12 + [1.0] * 5 + [0.0] * 11), 28, count=100)
+    assert (
+        mid["recommended_placement"] == "mid8th"
+        and mid["evidence"]["patching_drop"]["band_mass_share"] == 1.0
+    )
+
+
+def test_cli_end_to_end(tmp_path, tok, capsys):
+    model_dir, out = tmp_path / "model", tmp_path / "out"
+    tiny_model("qwen2", num_hidden_layers=4).save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    adapter = randomize(
+        calyrex.wrap(
+            tiny_model("qwen2", num_hidden_layers=4), calyrex.CalyrexConfig(placement="last")
+        )
+    )
+    adapter.save_adapter(tmp_path / "adapter")
+    argv = [
+        "analyze",
+        "--model",
+        str(model_dir),
+        "--out",
+        str(out),
+        "--max-examples",
+        "32",
+        "--no-progress",
+    ]
+    assert main([*argv, "--adapter", str(tmp_path / "adapter")]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads((out / "analysis.json").read_text())
+    assert "analysis.json" in printed and (out / "analysis.png").stat().st_size > 10_000
+    assert result["num_layers"] == 4 and result["num_examples"] == 32
+    for name in ("system_prompt_effect", "system_attention", "patching_drop"):
+        assert len(result["curves"][name]["mean"]) == 4
+    assert len(result["curves"]["rule_probe_accuracy"]) == 4
+    assert result["blocks"]["layers"] == [3]
+    assert f"recommended placement: {result['recommended_placement']}" in printed
