@@ -7,6 +7,9 @@ from __future__ import annotations
 
 SUITES: dict[str, str] = {
     "ifeval": "calyrex.eval.ifeval:IFEval",
+    "sysbench": "calyrex.eval.sysbench:SysBench",
+    "msj": "calyrex.eval.msj:ManyShotJailbreak",
+    "long_ifeval": "calyrex.eval.long_ifeval:LongIFEval",
     "tensortrust": "calyrex.eval.tensortrust:TensorTrust",
     "glaive_fc": "calyrex.eval.glaive:GlaiveFC",
     "mmlu": "calyrex.eval.harness_tasks:MMLU",

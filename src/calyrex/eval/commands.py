@@ -13,8 +13,8 @@ def parse_data(data: list[str] | None, suites: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for entry in data or []:
         name, sep, path = entry.partition("=")
-        if sep and name in suites:
-            out[name] = path
+        if sep and any(name == s or name.startswith(f"{s}_") for s in suites):
+            out[name] = path  # NAME or NAME_extra (e.g. long_ifeval_context)
         elif len(suites) == 1:
             out[suites[0]] = entry
         else:
