@@ -56,8 +56,20 @@ class Benchmark:
     def row_id(self, row: Row) -> str:
         return str(row["id"])
 
-    def generate(self, items: list[Item], ctx: Context) -> Iterator[Row]:
+    def conversation(self, item: Item, ctx: Context) -> list[dict[str, str]]:
+        """The chat prompt of a single-turn item (role mapping documented per runner)."""
         raise NotImplementedError
+
+    def fields(self, item: Item) -> Row:
+        """The prompt fields a response row carries (what ``row_id`` reads)."""
+        return {"id": item["id"]}
+
+    def generate(self, items: list[Item], ctx: Context) -> Iterator[Row]:
+        """Single-turn default: one greedy reply per item, in batches."""
+        for chunk in batches(items, ctx.config.batch_size):
+            outs = ctx.generator.chat([self.conversation(it, ctx) for it in chunk])
+            for item, out in zip(chunk, outs, strict=True):
+                yield response_or_skip(self.fields(item), out)
 
     def score(self, items: list[Item], rows: list[Row], ctx: Context) -> dict[str, Any]:
         raise NotImplementedError
@@ -70,8 +82,26 @@ def response_or_skip(row: Row, value: str | Skip) -> Row:
     return {**row, "response": value}
 
 
-def index_rows(bench: Benchmark, rows: list[Row]) -> dict[str, Row]:
-    return {bench.row_id(r): r for r in rows}
+def answered(
+    bench: Benchmark, items: list[Item], rows: list[Row]
+) -> tuple[list[tuple[Item, str]], list[str], list[str]]:
+    """([(item, response)], skipped ids, missing ids): rows matched to items by ``row_id``."""
+    by_id = {bench.row_id(r): r for r in rows}
+    pairs, skipped, missing = [], [], []
+    for item in items:
+        row = by_id.get(item["id"])
+        if row is None:
+            missing.append(item["id"])
+        elif row.get("skipped"):
+            skipped.append(item["id"])
+        else:
+            pairs.append((item, row["response"]))
+    return pairs, skipped, missing
+
+
+def curve(x: list, y: list, xlabel: str, ylabel: str, xscale: str | None = None) -> dict[str, Any]:
+    """A series ``calyrex report`` plots (all runs overlaid)."""
+    return {"x": x, "y": y, "xlabel": xlabel, "ylabel": ylabel, "xscale": xscale}
 
 
 def batches(items: list[Item], size: int) -> Iterator[list[Item]]:

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .bench import Benchmark, Context, Item, Row, batches, index_rows, response_or_skip
+from .bench import Benchmark, Context, Item, Row, answered
 from .data import DataFormatError, read_rows, require
 
 TURN = re.compile(r"(?:^|\n)\s*(USER|ASSISTANT|FUNCTION RESPONSE):\s?")
@@ -114,25 +113,16 @@ class GlaiveFC(Benchmark):
     def load(self, data: str | None, ctx: Context) -> list[Item]:
         return load_glaive(data, ctx.config.limit)
 
-    def generate(self, items: list[Item], ctx: Context) -> Iterator[Row]:
-        for chunk in batches(items, ctx.config.batch_size):
-            outs = ctx.generator.chat([it["messages"] for it in chunk])
-            for item, out in zip(chunk, outs, strict=True):
-                yield response_or_skip({"id": item["id"]}, out)
+    def conversation(self, item: Item, ctx: Context) -> list[dict[str, str]]:
+        return item["messages"]
 
     def score(self, items: list[Item], rows: list[Row], ctx: Context) -> dict[str, Any]:
         require(rows, ("id", "response"), "glaive_fc responses")
-        by_id = index_rows(self, rows)
-        name_ok, args_ok, valid, skipped, missing = [], [], [], [], []
-        for item in items:
-            row = by_id.get(item["id"])
-            if row is None or row.get("skipped"):
-                (missing if row is None else skipped).append(item["id"])
-                continue
-            call = parse_call(row["response"])
-            valid.append(call is not None)
-            name_ok.append(call is not None and call[0] == item["name"])
-            args_ok.append(call is not None and call == (item["name"], item["arguments"]))
+        pairs, skipped, missing = answered(self, items, rows)
+        calls = [(item, parse_call(text)) for item, text in pairs]
+        valid = [call is not None for _, call in calls]
+        name_ok = [call is not None and call[0] == item["name"] for item, call in calls]
+        args_ok = [call == (item["name"], item["arguments"]) for item, call in calls]
         n = len(valid)
         metrics = {
             "call_name_acc": sum(name_ok) / n if n else None,

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
-from .bench import Benchmark, Context, Item, Row, batches, response_or_skip
+from .bench import Benchmark, Context, Item, Row
 from .data import read_rows, require
 
 FIELDS = ("key", "prompt", "instruction_id_list", "kwargs")
@@ -136,12 +135,11 @@ class IFEval(Benchmark):
     def row_id(self, row: Row) -> str:
         return str(row["key"])
 
-    def generate(self, items: list[Item], ctx: Context) -> Iterator[Row]:
-        system = ctx.config.system_prompt
-        for chunk in batches(items, ctx.config.batch_size):
-            outs = ctx.generator.chat([conversation(it["prompt"], system) for it in chunk])
-            for item, out in zip(chunk, outs, strict=True):
-                yield response_or_skip({"key": item["key"], "prompt": item["prompt"]}, out)
+    def conversation(self, item: Item, ctx: Context) -> list[dict[str, str]]:
+        return conversation(item["prompt"], ctx.config.system_prompt)
+
+    def fields(self, item: Item) -> Row:
+        return {"key": item["key"], "prompt": item["prompt"]}
 
     def score(self, items: list[Item], rows: list[Row], ctx: Context) -> dict[str, Any]:
         paired = pair_responses(items, rows)

@@ -19,11 +19,10 @@ Responses format: ``key``, ``length``, ``response``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .bench import Benchmark, Context, Item, Row, batches, response_or_skip
+from .bench import Benchmark, Context, Item, Row, curve
 from .data import require
 from .ifeval import load_ifeval, score_responses
 
@@ -79,18 +78,14 @@ class LongIFEval(Benchmark):
     def row_id(self, row: Row) -> str:
         return f"{row['key']}@{row['length']}"
 
-    def generate(self, items: list[Item], ctx: Context) -> Iterator[Row]:
-        gen = ctx.generator
-        distractors = Distractors(
-            gen.tokenizer, load_corpus(ctx.config.data.get("long_ifeval_context"))
-        )
-        for chunk in batches(items, ctx.config.batch_size):
-            convs = [
-                conversation(it["prompt"], distractors.passage(it["key"], it["length"]))
-                for it in chunk
-            ]
-            for item, out in zip(chunk, gen.chat(convs), strict=True):
-                yield response_or_skip({"key": item["key"], "length": item["length"]}, out)
+    def conversation(self, item: Item, ctx: Context) -> list[dict[str, str]]:
+        if getattr(self, "distractors", None) is None:
+            corpus = load_corpus(ctx.config.data.get("long_ifeval_context"))
+            self.distractors = Distractors(ctx.generator.tokenizer, corpus)
+        return conversation(item["prompt"], self.distractors.passage(item["key"], item["length"]))
+
+    def fields(self, item: Item) -> Row:
+        return {"key": item["key"], "length": item["length"]}
 
     def score(self, items: list[Item], rows: list[Row], ctx: Context) -> dict[str, Any]:
         require(rows, ("key", "length", "response"), "long_ifeval responses")
@@ -112,15 +107,10 @@ class LongIFEval(Benchmark):
             metrics[f"prompt_level_strict_acc@{label(length)}"] = m["prompt_level_strict_acc"]
             metrics[f"inst_level_strict_acc@{label(length)}"] = m["inst_level_strict_acc"]
         scored = [n for n in LENGTHS if f"prompt_level_strict_acc@{label(n)}" in metrics]
-        curve = {
-            "x": scored,
-            "y": [metrics[f"prompt_level_strict_acc@{label(n)}"] for n in scored],
-            "xlabel": "distractor tokens",
-            "ylabel": "prompt-level strict accuracy",
-            "xscale": "log",
-        }
+        accuracy = [metrics[f"prompt_level_strict_acc@{label(n)}"] for n in scored]
+        plot = curve(scored, accuracy, "distractor tokens", "prompt-level strict accuracy", "log")
         return {
             "metrics": metrics,
             "per_length": per_length,
-            "curves": {"long_ifeval_accuracy_vs_length": curve},
+            "curves": {"long_ifeval_accuracy_vs_length": plot},
         }

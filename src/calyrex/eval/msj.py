@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .bench import Benchmark, Context, Item, Row, batches, response_or_skip
+from .bench import Benchmark, Context, Item, Row, batches, curve, response_or_skip
 from .data import read_rows, require
 from .generate import Skip
 from .judge import JudgeUnavailable, ask_yes_no
@@ -151,13 +151,8 @@ class ManyShotJailbreak(Benchmark):
             metrics["nll_alpha"] = -fits["nll"]["k"]
         curves = {}
         if asr:
-            curves["msj_success_vs_shots"] = {
-                "x": list(asr),
-                "y": list(asr.values()),
-                "xlabel": "shots",
-                "ylabel": "attack success rate",
-                "xscale": "log",
-            }
+            x, y = list(asr), list(asr.values())
+            curves["msj_success_vs_shots"] = curve(x, y, "shots", "attack success rate", "log")
         note = None if asr else "no judge: attack success not scored (pass --judge)"
         return {
             "metrics": metrics,

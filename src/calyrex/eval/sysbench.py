@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from .bench import Benchmark, Context, Item, Row, batches
+from .bench import Benchmark, Context, Item, Row, batches, curve
 from .data import DataFormatError, read_rows, require
 from .generate import Skip
 from .judge import JudgeUnavailable
@@ -221,14 +221,10 @@ def session_metrics(sessions: list[tuple[Item, list[dict[str, bool] | None]]]) -
     }
     metrics |= {f"ISR_turn{k}": mean(v) for k, v in sorted(by_turn.items())}
     metrics |= {f"ISR_{a}": mean(v) for a, v in by_align.items() if v}
-    curve = {
-        "x": sorted(by_turn),
-        "y": [mean(by_turn[k]) for k in sorted(by_turn)],
-        "xlabel": "turn",
-        "ylabel": "ISR",
-    }
+    turns_x = sorted(by_turn)
+    plot = curve(turns_x, [mean(by_turn[k]) for k in turns_x], "turn", "ISR")
     return {
         "metrics": metrics,
         "skipped_turns": skipped_turns,
-        "curves": {"sysbench_isr_per_turn": curve},
+        "curves": {"sysbench_isr_per_turn": plot},
     }
