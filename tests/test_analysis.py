@@ -224,3 +224,20 @@ def test_cli_end_to_end(tmp_path, tok, capsys):
     assert len(result["curves"]["rule_probe_accuracy"]) == 4
     assert result["blocks"]["layers"] == [3]
     assert f"recommended placement: {result['recommended_placement']}" in printed
+
+
+def test_ruleworld_backbone_gets_ruleworld_rules(tmp_path, tok):
+    from calyrex.analysis import analyze
+    from calyrex.analysis.data import ruleworld_examples
+    from calyrex.ruleworld import ORDER
+
+    examples = ruleworld_examples(seed=0)
+    assert examples == ruleworld_examples(seed=0) and len(examples) == 16 * len(ORDER)
+    assert {e.rule_id for e in examples} == set(ORDER)
+    assert all(e.system != e.neutral_system and e.response for e in examples)
+    model_dir = tmp_path / "model"  # a RuleWorld backbone is recognised by its ruleworld.json
+    tiny_model("qwen2", num_hidden_layers=2).save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    (model_dir / "ruleworld.json").write_text('{"seed": 0}')
+    result = analyze(str(model_dir), str(tmp_path / "out"), max_examples=36, progress=False)
+    assert result["data"] == "ruleworld:0" and result["rules"] == sorted(ORDER)

@@ -46,6 +46,14 @@ def load_model(model: str, adapter: str | None, device: str, dtype: str) -> tupl
     return load_adapter(hf_model, adapter, tokenizer=tok).eval(), tok
 
 
+def default_data(model: str) -> str:
+    """RuleWorld's own rule conversations for its backbone (recognised by ``ruleworld.json``)."""
+    record = Path(model) / "ruleworld.json"
+    if record.is_file():
+        return f"ruleworld:{json.loads(record.read_text()).get('seed', 0)}"
+    return "builtin"
+
+
 def write_report(result: dict[str, Any], out: str | Path, title: str = "") -> tuple[Path, Path]:
     """``out/analysis.json`` and ``out/analysis.png``."""
     from .plot import plot_analysis
@@ -72,10 +80,17 @@ def analyze(
 ) -> dict[str, Any]:
     """Locate where a model keeps its system-prompt rules, layer by layer, and recommend a placement.
 
-    MODEL is a hub id or a directory; ADAPTER a trained calyrex (or PEFT) adapter; DATA a JSONL
-    file or a datasets source of rule conversations (rule_id, system, neutral_system, user,
-    response), the built-in set by default. Writes OUT/analysis.json and OUT/analysis.png.
+    MODEL is a hub id, a directory, or "ruleworld" (the packaged RuleWorld backbone); ADAPTER a
+    trained calyrex (or PEFT) adapter; DATA "builtin", "ruleworld[:SEED]", a JSONL file or a
+    datasets source of rule conversations (rule_id, system, neutral_system, user, response) —
+    by default RuleWorld's for its backbone, else the built-in set. Writes OUT/analysis.json
+    and OUT/analysis.png.
     """
+    if model == "ruleworld":
+        from ..ruleworld.pretrain import ASSET_DIR
+
+        model = str(ASSET_DIR)
+    data = data or default_data(model)
     examples = load_examples(data)
     lm, tok = load_model(model, adapter, device, dtype)
     cfg = AnalysisConfig(

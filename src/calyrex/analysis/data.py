@@ -4,8 +4,9 @@ Each :class:`RuleExample` is one user turn answered by a response that follows t
 analysis runs it twice — under the rule and under the neutral system prompt — with the same
 response, so any difference at the response positions comes from the system prompt alone.
 
-The built-in set (8 rules × 16 questions) needs nothing but this file; ``--data`` may instead
-name a JSONL file or a ``datasets`` source with the same five fields.
+The built-in set (8 rules × 16 questions) needs nothing but this file; ``ruleworld`` draws
+them from RuleWorld (the default for its backbone); ``--data`` may instead name a JSONL file or
+a ``datasets`` source with the same five fields.
 """
 
 from __future__ import annotations
@@ -142,6 +143,29 @@ def builtin_examples() -> list[RuleExample]:
     return out
 
 
+def ruleworld_examples(seed: int = 0, per_rule: int = 16) -> list[RuleExample]:
+    """RuleWorld's rule conversations: each rule kind alone, on a task where it shows.
+
+    The system prompt states one rule (``calyrex.ruleworld``); the neutral one is a RuleWorld
+    persona; the response is the task's answer reshaped to obey the rule. Deterministic in
+    ``seed``, rules interleaved.
+    """
+    from ..ruleworld import ORDER, World, apply_rules
+    from ..ruleworld.world import NEUTRAL_SYSTEMS as PERSONAS
+
+    world = World(seed)
+    rng = world.rng("analysis")
+    out = []
+    for _ in range(per_rule):
+        for kind in ORDER:
+            rules = world.rules(rng, (kind,))
+            task = world.active_task(rng, rules)
+            system = rules[0].system_text()
+            neutral = rng.choice(PERSONAS)
+            out.append(RuleExample(kind, system, neutral, task.prompt, apply_rules(rules, task)))
+    return out
+
+
 def _from_rows(rows: list[dict[str, Any]], where: str) -> list[RuleExample]:
     out = []
     for i, row in enumerate(rows, 1):
@@ -170,9 +194,12 @@ def read_jsonl(path: str | Path) -> list[RuleExample]:
 
 
 def load_examples(data: str | None = None, split: str = "train") -> list[RuleExample]:
-    """``None``/``"builtin"``: the built-in set; a ``.jsonl`` path; else a ``datasets`` source."""
+    """``None``/``"builtin"``: the built-in set; ``"ruleworld[:SEED]"``: RuleWorld's; a ``.jsonl``
+    path; else a ``datasets`` source with the five fields."""
     if data in (None, "builtin"):
         return builtin_examples()
+    if data.split(":")[0] == "ruleworld":
+        return ruleworld_examples(int(data.partition(":")[2] or 0))
     if data.endswith((".jsonl", ".json")) or Path(data).is_file():
         return read_jsonl(data)
     from datasets import load_dataset

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ..placement import PRESETS, placement_layers
+from ..placement import PRESETS
 
 # below these a measure is negligible: 1 % relative change of the residual, 5 points of probe
 # accuracy above chance, 1 point of attention mass above uniform, 0.01 nats per response token
@@ -96,8 +96,9 @@ def recommend(curves: dict[str, Any], num_layers: int, count: int) -> dict[str, 
             "evidence": {"reason": "no layer shows any system-prompt effect"},
         }
     band = best_band(score, band_width(num_layers))
-    overlaps = {name: jaccard(band, placement_layers(name, num_layers)) for name in PRESETS}
-    preset = max(overlaps, key=lambda n: (overlaps[n], -len(placement_layers(n, num_layers))))
+    presets = {name: layers(num_layers) for name, layers in PRESETS.items()}
+    overlaps = {name: jaccard(band, got) for name, got in presets.items() if got}  # every4 of 2: []
+    preset = max(overlaps, key=lambda n: (overlaps[n], -len(presets[n])))
     evidence: dict[str, Any] = {"band_depth_share": round(len(band) / num_layers, 4)}
     for name, p in prof.items():
         total = sum(p)
