@@ -117,3 +117,26 @@ def test_too_long_context_is_a_recorded_skip(saved, tmp_path):
     assert record["metrics"]["HRR"] is None and record["metrics"]["n_hrr"] == 0
     rows = (tmp_path / "tensortrust.responses.jsonl").read_text()
     assert "exceeds the model's context window of 512" in rows
+
+
+def test_a_peft_lora_adapter_is_loaded_through_peft(saved, tmp_path):
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    from calyrex.eval.models import load_model
+
+    base = tiny_model("qwen2")
+    lora = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    lora.save_pretrained(tmp_path / "lora")
+    model, _ = load_model(
+        str(saved / "base"), str(tmp_path / "lora"), dtype="float32", device="cpu"
+    )
+    assert isinstance(model, PeftModel)
+    args = ["eval", "--suite", "glaive_fc", "--model", str(saved / "base"), "--adapter"]
+    args += [
+        str(tmp_path / "lora"),
+        "--data",
+        str(FIX / "glaive.json"),
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert main(args + ["--max-new-tokens", "2", "--device", "cpu"]) == 0
