@@ -1,0 +1,98 @@
+"""RuleWorld's tokenizer, backbone (shipped and rebuilt) and evaluation on real models."""
+
+import json
+import math
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import calyrex
+from calyrex.ruleworld import World
+from calyrex.ruleworld.evaluate import EvalConfig, evaluate, generate
+from calyrex.ruleworld.pretrain import (
+    ASSET_DIR,
+    PretrainConfig,
+    load_backbone,
+    save_backbone,
+    train_backbone,
+)
+from calyrex.ruleworld.tokenizer import build_tokenizer
+from calyrex.testing import tiny_model
+
+shipped = pytest.mark.skipif(not (ASSET_DIR / "config.json").exists(), reason="no shipped backbone")
+
+
+@pytest.fixture(scope="module")
+def world():
+    return World(0)
+
+
+def test_tokenizer_is_chatml_and_deterministic(world):
+    tok = build_tokenizer(world, n=300)
+    assert tok.get_vocab() == build_tokenizer(World(0), n=300).get_vocab()
+    assert calyrex.span_markers(tok) is not None
+    conv = [
+        {"role": "system", "content": "Always answer in capital letters."},
+        {"role": "user", "content": "hi"},
+    ]
+    batch = calyrex.encode_chat(tok, [conv], add_generation_prompt=True)
+    assert tok.decode(batch["input_ids"][0][batch["system_mask"][0].bool()]) == conv[0]["content"]
+
+
+@shipped
+def test_shipped_backbone_loads_like_a_hub_model():
+    model = AutoModelForCausalLM.from_pretrained(ASSET_DIR)
+    tok = AutoTokenizer.from_pretrained(ASSET_DIR)
+    assert model.config.model_type == "qwen2" and model.config.num_hidden_layers >= 12
+    assert 3e6 <= sum(p.numel() for p in model.parameters()) <= 13e6
+    assert calyrex.span_markers(tok) is not None
+    record = json.loads((ASSET_DIR / "ruleworld.json").read_text())
+    assert record["command"].startswith("calyrex ruleworld-pretrain --seed") and "seed" in record
+    conv = [{"role": "user", "content": "Count the words: cat dog fox"}]
+    assert generate(model.eval(), tok, [conv], max_new_tokens=4) == ["3"]
+
+
+def test_pretrain_saves_a_loadable_backbone(tmp_path):
+    cfg = PretrainConfig(
+        conversations=300,
+        steps=3,
+        batch_tokens=512,
+        hidden_size=32,
+        intermediate_size=64,
+        num_layers=2,
+        vocab_size=512,
+    )
+    model, tok, stats = train_backbone(cfg, progress=False)
+    assert math.isfinite(stats["final_loss"]) and stats["tokens"] > 0
+    save_backbone(model, tok, cfg, stats, tmp_path, "calyrex ruleworld-pretrain --seed 0")
+    again, tok2 = load_backbone(tmp_path)
+    ids = torch.tensor([[1, 5, 7]])
+    assert torch.equal(model(ids).logits, again(ids).logits)
+    assert tok2.chat_template == tok.chat_template
+
+
+def test_evaluate_runs_on_plain_and_wrapped_models(world):
+    tok = build_tokenizer(world, vocab_size=512, n=300)
+    cfg = EvalConfig(
+        n=2, shots=(1, 2), context_tokens=(0, 64), turns=2, max_new_tokens=4, progress=False
+    )
+    plain = tiny_model("qwen2", vocab_size=len(tok), num_hidden_layers=8)
+    wrapped = calyrex.wrap(
+        tiny_model("qwen2", vocab_size=len(tok), num_hidden_layers=8), tokenizer=tok
+    )
+    a, b = evaluate(plain, tok, world, cfg), evaluate(wrapped, tok, world, cfg)
+    assert a == b  # a freshly wrapped model is the base model exactly
+    for key in (
+        "rule_adherence_heldout",
+        "injection_success",
+        "session_stability",
+        "task_accuracy",
+        "extraction_success",
+        "hijack_success",
+        "longctx_adherence",
+    ):
+        assert 0.0 <= a[key] <= 1.0
+    assert set(a["manyshot_success_by_shots"]) == {"1", "2"}
+    assert set(a["multiturn_adherence_by_turn"]) == {"1", "2"}
+    assert set(a["longctx_adherence_by_tokens"]) == {"0", "64"}
