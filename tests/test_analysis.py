@@ -159,7 +159,7 @@ def test_noise_is_not_a_band():
         "rule_probe_accuracy": [0.2, 0.1, 0.25, 0.2],
         "rule_probe_chance": 0.125,
         "rule_probe_test_size": 16,
-        "system_attention_excess": noise,
+        "system_attention": noise,
         "patching_drop": noise,
     }
     assert recommend(curves, 4, count=64)["recommended_placement"] is None
@@ -173,7 +173,7 @@ def test_recommendation_follows_the_curves():
             "rule_probe_accuracy": [0.5] * len(profile),
             "rule_probe_chance": 0.5,
             "rule_probe_test_size": 32,
-            "system_attention_excess": flat,
+            "system_attention": flat,
             "patching_drop": {"mean": profile, "std": [0.1] * len(profile)},
         }
 
@@ -192,6 +192,9 @@ def test_recommendation_follows_the_curves():
         mid["recommended_placement"] == "mid8th"
         and mid["evidence"]["patching_drop"]["band_mass_share"] == 1.0
     )
+    reads = curves([0.0] * 28)  # only the attention to the system span varies with depth
+    reads["system_attention"] = {"mean": [0.1] * 12 + [0.3] * 5 + [0.1] * 11, "std": [0.05] * 28}
+    assert recommend(reads, 28, count=100)["recommended_layers"] == [12, 13, 14, 15, 16]
 
 
 def test_cli_end_to_end(tmp_path, tok, capsys):

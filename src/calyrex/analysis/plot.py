@@ -81,9 +81,8 @@ def plot_analysis(result: dict[str, Any], path: str | Path, title: str = "") -> 
     ax[1].axhline(c["rule_probe_chance"], ls="--", color="0.4", label="chance")
     ax[1].set_ylim(0, 1.05)
     ax[1].set_title("rule probe accuracy (held out)", fontsize=10)
-    share = f"attention share on the system span - uniform ({c['system_attention_uniform']:.2f})"
-    _curve(ax[2], layers, c["system_attention_excess"], share, "tab:purple")
-    ax[2].axhline(0, ls="--", color="0.4", label="uniform attention")
+    _curve(ax[2], layers, c["system_attention"], "attention share on the system span", "tab:purple")
+    ax[2].axhline(c["system_attention_uniform"], ls="--", color="0.4", label="uniform attention")
     _curve(
         ax[3],
         layers,

@@ -1,15 +1,16 @@
 """From per-layer curves to a placement: the eighth-of-depth band where the effects concentrate.
 
-Each measure becomes a non-negative profile over layers, scaled to a maximum of 1. A layer
-counts only by what its measure exceeds by two standard errors (over examples; binomial over
-the held-out split for the probe), and a measure whose largest value stays under its floor
-(:data:`FLOORS`, in the measure's own units) counts nowhere, so noise and negligible effects
-are never amplified into a band:
+Placement is a question of *where*, so each measure becomes a contrast over layers: how far a
+layer's value rises above the measure's lowest layer, less two standard errors (over examples;
+the widest binomial error over the held-out split for the probe), clipped at 0 and scaled to a
+maximum of 1. A measure that is the same at every layer (a rule decodable everywhere, attention
+uniform everywhere) or whose largest rise stays under its floor (:data:`FLOORS`, in its own
+units) says nothing about where, and counts nowhere. Uniform attention is no reference for the
+attention share: trained models put most of their mass on recent and sink tokens. Measures:
 
 - ``system_prompt_effect``: the mean relative change of the residual;
-- ``rule_probe``: probe accuracy above chance;
-- ``system_attention``: the share of attention on the system span above what uniform attention
-  would give;
+- ``rule_probe``: held-out probe accuracy;
+- ``system_attention``: the share of attention on the system span;
 - ``patching_drop``: the drop of the rule-following response's log-likelihood.
 
 The score of a layer is the mean of the profiles. The recommended band is the window of
@@ -27,8 +28,8 @@ import torch
 
 from ..placement import PRESETS
 
-# below these a measure is negligible: 1 % relative change of the residual, 5 points of probe
-# accuracy above chance, 1 point of attention mass above uniform, 0.01 nats per response token
+# a smaller rise across layers is negligible: 1 % relative change of the residual, 5 points of
+# probe accuracy, 1 point of attention mass, 0.01 nats per response token
 FLOORS: dict[str, float] = {
     "system_prompt_effect": 0.01,
     "rule_probe": 0.05,
@@ -41,28 +42,32 @@ def band_width(num_layers: int) -> int:
     return min(num_layers, math.ceil(num_layers / 8) + 1)
 
 
-def _above_noise(stat: dict[str, list[float]], count: int) -> torch.Tensor:
-    """mean - 2 standard errors, per layer."""
-    mean, std = torch.tensor(stat["mean"]).double(), torch.tensor(stat["std"]).double()
-    return mean - 2 * std / math.sqrt(max(count, 1))
+def _rise(mean: list[float], se: torch.Tensor) -> torch.Tensor:
+    """Per layer: the rise above the lowest layer, less two standard errors, clipped at 0."""
+    x = torch.tensor(mean).double()
+    return (x - x.min() - 2 * se).clamp_min(0)
 
 
 def profiles(curves: dict[str, Any], count: int) -> dict[str, list[float]]:
-    """Non-negative per-layer profiles of each measure, each scaled to a maximum of 1 (or all 0).
+    """Per-layer contrast profiles of each measure, each scaled to a maximum of 1 (or all 0).
 
     ``count``: the number of examples the curves' means and standard deviations come from.
     """
-    chance, n_test = curves["rule_probe_chance"], curves["rule_probe_test_size"]
-    probe_se = math.sqrt(chance * (1 - chance) / max(n_test, 1))
+
+    def se(name: str) -> torch.Tensor:
+        return torch.tensor(curves[name]["std"]).double() / math.sqrt(max(count, 1))
+
+    probe_se = torch.tensor(0.5 / math.sqrt(max(curves["rule_probe_test_size"], 1)))
     raw = {
-        "system_prompt_effect": _above_noise(curves["system_prompt_effect"], count),
-        "rule_probe": torch.tensor(curves["rule_probe_accuracy"]).double() - chance - 2 * probe_se,
-        "system_attention": _above_noise(curves["system_attention_excess"], count),
-        "patching_drop": _above_noise(curves["patching_drop"], count),
+        "system_prompt_effect": _rise(
+            curves["system_prompt_effect"]["mean"], se("system_prompt_effect")
+        ),
+        "rule_probe": _rise(curves["rule_probe_accuracy"], probe_se),
+        "system_attention": _rise(curves["system_attention"]["mean"], se("system_attention")),
+        "patching_drop": _rise(curves["patching_drop"]["mean"], se("patching_drop")),
     }
     out = {}
     for name, x in raw.items():
-        x = x.double().clamp_min(0)
         top = float(x.max())
         out[name] = [round(float(v), 6) for v in (x / top if top >= FLOORS[name] else 0 * x)]
     return out
@@ -131,7 +136,9 @@ def summary(result: dict[str, Any]) -> str:
     for name in ("system_prompt_effect", "rule_probe", "system_attention", "patching_drop"):
         e = ev[name]
         if e["peak_layer"] is None:
-            lines.append(f"  {name:21s} negligible at every layer (under {FLOORS[name]} + 2 SE)")
+            lines.append(
+                f"  {name:21s} flat over depth (rise under {FLOORS[name]} + 2 SE): no location"
+            )
             continue
         lines.append(
             f"  {name:21s} {e['band_mass_share']:6.1%} of the mass, "
