@@ -244,3 +244,25 @@ def test_ruleworld_backbone_gets_ruleworld_rules(tmp_path, tok):
     (model_dir / "ruleworld.json").write_text('{"seed": 0}')
     result = analyze(str(model_dir), str(tmp_path / "out"), max_examples=36, progress=False)
     assert result["data"] == "ruleworld:0" and result["rules"] == sorted(ORDER)
+
+
+def test_lora_adapter_is_measured_merged(tmp_path, tok):
+    from calyrex.analysis import load_model
+
+    model_dir = tmp_path / "model"
+    tiny_model("qwen2", num_hidden_layers=2).save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    lora = calyrex.adapt(tiny_model("qwen2", num_hidden_layers=2), method="lora", seed=0)
+    with torch.no_grad():
+        for name, p in lora.named_parameters():
+            if "lora_B" in name:
+                p.normal_(std=0.2)
+    lora.save_pretrained(tmp_path / "lora")
+    merged, _ = load_model(str(model_dir), str(tmp_path / "lora"), "cpu", "float32")
+    assert not hasattr(merged, "peft_config")
+    ids = torch.tensor([[5, 6, 7, 8]])
+    torch.testing.assert_close(merged(ids).logits, lora.eval()(ids).logits, atol=1e-5, rtol=1e-5)
+    result = analyze_model(
+        merged, tok, builtin_examples(), AnalysisConfig(max_examples=16, progress=False)
+    )
+    assert len(result["curves"]["rule_probe_accuracy"]) == 2 and result["blocks"] is None

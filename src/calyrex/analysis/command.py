@@ -36,14 +36,12 @@ def load_model(model: str, adapter: str | None, device: str, dtype: str) -> tupl
     hf_model = hf_model.to(device).eval()
     if adapter is None:
         return hf_model, tok
-    config_file = Path(adapter) / "adapter_config.json"
-    if config_file.is_file() and "peft_type" in json.loads(config_file.read_text()):
-        from peft import PeftModel
-
-        return PeftModel.from_pretrained(hf_model, adapter).merge_and_unload().eval(), tok
     from ..adapter_io import load_adapter
 
-    return load_adapter(hf_model, adapter, tokenizer=tok).eval(), tok
+    adapted = load_adapter(hf_model, adapter, tokenizer=tok)
+    if hasattr(adapted, "merge_and_unload"):  # PEFT (LoRA): merged weights, the same forward
+        adapted = adapted.merge_and_unload()
+    return adapted.eval(), tok
 
 
 def default_data(model: str) -> str:
