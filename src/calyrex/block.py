@@ -102,12 +102,16 @@ class CALBlock(nn.Module):
             self.cal_q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
         )  # (B, H, T, Dh)
         # Rows with no visible key would softmax over an empty set (NaN): let them see every
-        # key here and discard their output below.
-        attend = span.visible | ~span.has_key[..., None]  # (B, T, S)
+        # key here and discard their output below. When every query sees every key (decode
+        # steps of unpadded spans) there is no mask at all, so SDPA can use its fastest kernel.
+        attend = None if span.full else (span.visible | ~span.has_key[..., None])[:, None]
         a = F.scaled_dot_product_attention(
-            q, k.to(q.dtype), v.to(q.dtype), attn_mask=attend[:, None], enable_gqa=True
+            q, k.to(q.dtype), v.to(q.dtype), attn_mask=attend, enable_gqa=True
         )  # (B, H, T, Dh)
         a = a.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)  # (B, T, H·Dh)
+        if span.full:
+            h1 = h + self.cal_o_proj(a)
+            return h1 + self.cal_ffn(h1)
         keep = span.has_key[..., None]  # (B, T, 1)
         h1 = torch.where(keep, h + self.cal_o_proj(a), h)
         return torch.where(keep, h1 + self.cal_ffn(h1), h1)

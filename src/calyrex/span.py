@@ -23,6 +23,10 @@ class SpanKV:
     key_pos: torch.Tensor  # (B, S) absolute positions of the span tokens
     key_valid: torch.Tensor  # (B, S) bool
     kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # layer → (K, V)
+    all_valid: bool = field(init=False)  # no row pads its span: decode steps need no mask
+
+    def __post_init__(self) -> None:
+        self.all_valid = bool(self.key_valid.all())  # one host sync per sequence, not per step
 
     def select(self, index: torch.Tensor) -> SpanKV:
         """Rows ``index`` of the store (e.g. to share one system prompt's K/V across a batch)."""
@@ -43,11 +47,8 @@ class SpanContext:
     )  # (B, S) positions of span tokens in this call; None = K/V cached
     visible: torch.Tensor  # (B, T, S) bool, the span-causal mask
     has_key: torch.Tensor  # (B, T) bool, rows that see at least one key
-
-    @property
-    def empty(self) -> bool:
-        """No query of the batch sees any key: every block is the identity."""
-        return not bool(self.has_key.any())
+    empty: bool  # no query of the batch sees any key: every block is the identity
+    full: bool  # every query sees every key of its row: no mask, no row left unchanged
 
     @classmethod
     def prefill(cls, system_mask: torch.Tensor) -> SpanContext:
@@ -69,4 +70,9 @@ class SpanContext:
         cls, store: SpanKV, gather_idx: torch.Tensor | None, query_pos: torch.Tensor
     ) -> SpanContext:
         visible = span_causal_mask(query_pos, store.key_pos, store.key_valid)  # (B, T, S)
-        return cls(store, gather_idx, visible, rows_with_keys(visible))
+        has_key = rows_with_keys(visible)  # (B, T)
+        if gather_idx is None:  # a continuation: every span key precedes every new query
+            spans = store.key_pos.shape[1] > 0  # S = 0: no row has a span (else the mask decides)
+            return cls(store, None, visible, has_key, not spans, spans and store.all_valid)
+        # known without a host sync per block: one per forward call, at the start of a sequence
+        return cls(store, gather_idx, visible, has_key, not bool(has_key.any()), False)
