@@ -106,3 +106,32 @@ def test_flop_model_gives_the_issues_inference_and_training_estimates():
     ratio = flops.inference_ratio(g, cfg, tokens=2503, span=500)
     assert 1.12 < ratio < 1.19  # "5 blocks on 28 layers cost about 18 % more FLOPs"
     assert flops.causal_pairs(4) == 10 and flops.causal_pairs(2, past=3) == 2 * 3 + 3
+
+
+def test_unmasked_decode_path_equals_the_masked_one():
+    """The decode fast path (every query sees every key: no mask, no row kept) changes no number."""
+    import dataclasses
+
+    model = randomize(
+        calyrex.wrap(
+            tiny_model("qwen2", num_hidden_layers=8), calyrex.CalyrexConfig(placement="late_half")
+        )
+    )
+    ids = torch.randint(0, 384, (2, 14), generator=torch.Generator().manual_seed(1))
+    system_mask = torch.zeros_like(ids, dtype=torch.bool)
+    system_mask[:, 3:9] = True
+    with torch.no_grad():
+        cache = hf.output_cache(
+            model(input_ids=ids[:, :-2], system_mask=system_mask[:, :-2], use_cache=True)
+        )
+        store = model.span_kv(cache)
+        span = calyrex.span.SpanContext.continuation(store, 12, 2)
+        assert span.full and not span.empty
+        block, layer = next((b, int(i)) for i, b in model.cal_blocks.items())
+        h = torch.randn(2, 2, 32)
+        fast = block(h, span, layer)
+        masked = block(h, dataclasses.replace(span, full=False), layer)
+        torch.testing.assert_close(fast, masked, atol=1e-6, rtol=1e-6)
+        step = model(input_ids=ids[:, -2:], cache=cache, use_cache=True).logits
+        full = model(input_ids=ids, system_mask=system_mask).logits[:, -2:]
+        torch.testing.assert_close(step, full, atol=1e-5, rtol=1e-5)
