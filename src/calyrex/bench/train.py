@@ -63,12 +63,16 @@ def _restore(model: nn.Module) -> None:
 def _step_fn(model: nn.Module, method: str, case: TrainCase, vocab: int, device: torch.device):  # noqa: ANN202
     ids, system_mask = token_batch(case.batch, case.tokens, case.system, vocab, device)
     targets = ids[:, -case.labelled :]  # (B, P) the assistant reply at the end of each row
+    # logits exactly where a label is predicted: positions T-P-1 … T-2 (no slice of the logits,
+    # whose backward would zero-fill a (B, P, V) buffer)
+    keep = torch.arange(case.tokens - case.labelled - 1, case.tokens - 1, device=device)
     extra = {} if method == "lora" else {"system_mask": system_mask}
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    params = [p for p in model.parameters() if p.requires_grad]
+    # fused AdamW: transformers.Trainer's default optimiser (adamw_torch_fused)
+    optimizer = torch.optim.AdamW(params, lr=1e-5, fused=True)
 
     def forward_backward() -> None:
-        out = model(input_ids=ids, logits_to_keep=case.labelled + 1, **extra)
-        logits = out.logits[:, :-1].float()  # (B, P, V): position t predicts token t + 1
+        logits = model(input_ids=ids, logits_to_keep=keep, **extra).logits.float()  # (B, P, V)
         F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)).backward()
 
     def step() -> None:
@@ -95,14 +99,12 @@ def measure_method(
         seconds = median_time(step, device, case.steps, case.warmup)
         activation = peak_bytes(forward_backward, device)
         adapter = _adapter_flops(model, method, g, case)
-        logits = case.batch * (case.labelled + 1)
         return {
             "step_s": seconds,
             "tokens_per_s": case.batch * case.tokens / seconds,
             "activation_bytes": activation,
             "trainable": calyrex.count_trainable(model),
-            "flops": case.batch
-            * flops.train_step(g, method, adapter, case.tokens, logits // case.batch),
+            "flops": case.batch * flops.train_step(g, method, adapter, case.tokens, case.labelled),
         }
     finally:
         model.eval()
