@@ -8,6 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import calyrex
+from calyrex.chat import encode_one
 from calyrex.ruleworld import World
 from calyrex.ruleworld.evaluate import EvalConfig, evaluate, generate
 from calyrex.ruleworld.pretrain import (
@@ -17,7 +18,9 @@ from calyrex.ruleworld.pretrain import (
     save_backbone,
     train_backbone,
 )
+from calyrex.ruleworld.tasks import list_task
 from calyrex.ruleworld.tokenizer import build_tokenizer
+from calyrex.ruleworld.world import reply
 from calyrex.testing import tiny_model
 
 shipped = pytest.mark.skipif(not (ASSET_DIR / "config.json").exists(), reason="no shipped backbone")
@@ -38,6 +41,19 @@ def test_tokenizer_is_chatml_and_deterministic(world):
     ]
     batch = calyrex.encode_chat(tok, [conv], add_generation_prompt=True)
     assert tok.decode(batch["input_ids"][0][batch["system_mask"][0].bool()]) == conv[0]["content"]
+
+
+def test_answer_words_are_the_tokens_the_prompt_showed(world):
+    tok = build_tokenizer(world, n=300)
+    task = list_task(world.rng("test"), "copy", ["castle", "forest", "river"], "places")
+    row = encode_one(
+        tok,
+        [{"role": "user", "content": task.prompt}]
+        + [{"role": "assistant", "content": reply(task.answer)}],
+    )
+    answer = [i for i in row["labels"] if i != -100][:-1]  # without the end-of-turn token
+    prompt = row["input_ids"][: row["labels"].index(answer[0])]
+    assert any(prompt[i : i + len(answer)] == answer for i in range(len(prompt)))
 
 
 @shipped

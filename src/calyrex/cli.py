@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "ruleworld-pretrain": "calyrex.ruleworld.commands:pretrain",
     "ruleworld-corpus": "calyrex.ruleworld.commands:corpus",
     "ruleworld-eval": "calyrex.ruleworld.commands:evaluate",
+    "demo": "calyrex.ruleworld.demo:demo",
 }
 
 

@@ -13,7 +13,7 @@ def pretrain(
 ) -> None:
     """Pretrain RuleWorld's backbone from scratch (default: into the packaged asset directory).
 
-    About 7 minutes on 2 CPU cores; --quick trains a few steps only (for CI-sized checks).
+    About 8 minutes on 2 idle CPU cores; --quick trains a few steps only (for CI-sized checks).
     """
     _pretrain(seed=seed, out=out, quick=quick, steps=steps)
 

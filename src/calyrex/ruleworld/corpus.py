@@ -18,9 +18,11 @@ from pathlib import Path
 
 from .rules import ORDER, Rule, apply_rules, combinations
 from .tasks import Task, say_task
-from .world import NEUTRAL_SYSTEMS, Messages, World
+from .world import NEUTRAL_SYSTEMS, Messages, World, reply
 
 NOTES = ("secret word", "code word", "password", "magic word")
+# task kinds of the general data, weighted towards the skills the rest builds on (copying first)
+GENERAL_KINDS = ("copy",) * 5 + ("count", "lookup", "arithmetic") * 2 + ("reverse", "sort")
 
 
 def _neutral(rng: random.Random) -> list[dict[str, str]]:
@@ -36,9 +38,9 @@ def _user_rules(world: World, rng: random.Random) -> list[Rule]:
 
 
 def _instructed_turn(world: World, rng: random.Random) -> tuple[str, str]:
-    """A task, half the time with format requests in the user's own words."""
-    if rng.random() < 0.5:
-        task = world.task(rng)
+    """A task, 40% of the time with format requests in the user's own words."""
+    if rng.random() < 0.6:
+        task = world.task(rng, GENERAL_KINDS)
         return task.prompt, task.answer
     rules = _user_rules(world, rng)
     task = world.active_task(rng, rules)
@@ -69,22 +71,22 @@ def _note(world: World, rng: random.Random) -> Messages:
 
 
 def _turn(user: str, assistant: str) -> Messages:
-    return [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    return [{"role": "user", "content": user}, {"role": "assistant", "content": reply(assistant)}]
 
 
 def general_conversation(world: World, rng: random.Random) -> Messages:
     """One pretraining conversation (see the module docstring)."""
     r = rng.random()
-    if r < 0.12:
+    if r < 0.08:
         return _note(world, rng)
-    if r < 0.27:
+    if r < 0.18:
         return _neutral(rng) + _turn(*_few_shot(world, rng))
-    if r < 0.37:
+    if r < 0.24:
         prompt, answer = _instructed_turn(world, rng)
         text = world.filler(rng, rng.randint(10, 60))
         return _neutral(rng) + _turn(f"Read this text.\n{text}\n\n{prompt}", answer)
     out = _neutral(rng)
-    for _ in range(1 if r < 0.85 else rng.randint(2, 4)):
+    for _ in range(1 if r < 0.45 else rng.randint(2, 6)):
         out += _turn(*_instructed_turn(world, rng))
     return out
 

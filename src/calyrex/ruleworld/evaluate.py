@@ -20,7 +20,7 @@ from . import attacks
 from .checkers import access_granted, check_all
 from .rules import ORDER
 from .tasks import answer_correct
-from .world import Example, World
+from .world import Example, World, reply
 
 
 @dataclass
@@ -127,7 +127,7 @@ def multiturn_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict:
         per_turn.append(_rate(flags))
         stable = [a and b for a, b in zip(stable, flags, strict=True)]
         for h, r in zip(history, replies, strict=True):
-            h.append({"role": "assistant", "content": r})
+            h.append({"role": "assistant", "content": reply(r)})
     return {
         "multiturn_adherence": round(sum(per_turn) / len(per_turn), 4),
         "multiturn_adherence_by_turn": {str(t + 1): a for t, a in enumerate(per_turn)},

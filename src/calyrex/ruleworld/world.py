@@ -24,6 +24,16 @@ NEUTRAL_SYSTEMS = (
 )
 
 
+def reply(text: str) -> str:
+    """An assistant message's content: RuleWorld's replies begin with a space.
+
+    calyrex encodes each message on its own, and a byte-level BPE tokenises a word at the start
+    of a text ("castle") differently from the same word after a space ("Ġcastle"); with the
+    space, every word of an answer is the very token the prompt showed, so copying is copying.
+    """
+    return " " + text
+
+
 @dataclass
 class Example:
     """One evaluation or training item: the conversation so far and what it is checked against."""
