@@ -1,0 +1,59 @@
+"""``calyrex chat``: a terminal chat with any model (base + optional adapter), to try injections by hand."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+import torch
+
+from .chat import encode_chat
+
+
+def reply(model: Any, tok: Any, conversation: list[dict[str, str]], max_new_tokens: int) -> str:
+    """One greedy assistant turn for ``conversation`` (system span passed when the model takes it)."""
+    batch = encode_chat(tok, [conversation], add_generation_prompt=True)
+    if not hasattr(model, "cal_blocks"):  # plain HF / PEFT models know no system_mask
+        batch.pop("system_mask")
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    with torch.no_grad():
+        out = model.generate(
+            **batch, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad
+        )
+    return tok.decode(out[0, batch["input_ids"].shape[1] :], skip_special_tokens=True).strip()
+
+
+def session(
+    model: Any, tok: Any, system: str | None, max_new_tokens: int, stdin: TextIO, stdout: TextIO
+) -> int:
+    """Read user turns from ``stdin`` until EOF or ``/quit``; ``/reset`` starts over. Returns turns."""
+    conversation = [{"role": "system", "content": system}] if system else []
+    turns = 0
+    while True:
+        stdout.write("user> ")
+        stdout.flush()
+        line = stdin.readline()
+        if not line or line.strip() == "/quit":
+            return turns
+        if line.strip() == "/reset":
+            conversation = conversation[:1] if system else []
+            continue
+        conversation.append({"role": "user", "content": line.rstrip("\n")})
+        answer = reply(model, tok, conversation, max_new_tokens)
+        conversation.append({"role": "assistant", "content": answer})
+        stdout.write(f"assistant> {answer}\n")
+        turns += 1
+
+
+def chat(
+    model: str, adapter: str | None = None, system: str | None = None, max_new_tokens: int = 128
+) -> None:
+    """Chat in the terminal with MODEL (+ ADAPTER) under an optional --system prompt; /reset, /quit."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .adapter_io import load_adapter
+
+    tok = AutoTokenizer.from_pretrained(model)
+    hf_model = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
+    loaded = load_adapter(hf_model, adapter, tokenizer=tok).eval() if adapter else hf_model
+    session(loaded, tok, system, max_new_tokens, sys.stdin, sys.stdout)
