@@ -25,7 +25,7 @@ SUITES = ("rules", "injection", "tasks")
 COLUMNS = ("rule_adherence_single", "rule_adherence_heldout", "injection_success", "task_accuracy")
 
 
-def run_ablate(
+def ablate(
     presets: list[str] | None = None,
     out: str = "ruleworld-ablate",
     seed: int = 0,
@@ -33,7 +33,9 @@ def run_ablate(
     quick: bool = False,
     steps: int | None = None,
 ) -> dict:
-    """Train and evaluate a CALYREX adapter at every placement preset on one backbone."""
+    """Placement ablation on RuleWorld: one CALYREX adapter per preset (default: all 8), same
+    data, steps and seed; rule adherence, injection success and task accuracy per placement,
+    written to OUT/ablation.{json,md,png}; --steps overrides the demo's training steps."""
     from ..adapter_io import load_adapter
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
@@ -98,17 +100,3 @@ def _plot(rows: dict[str, dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def ablate(
-    presets: list[str] | None = None,
-    out: str = "ruleworld-ablate",
-    seed: int = 0,
-    backbone: str | None = None,
-    quick: bool = False,
-    steps: int | None = None,
-) -> None:
-    """Placement ablation on RuleWorld: one CALYREX adapter per preset (default: all 8), same
-    data, steps and seed; rule adherence, injection success and task accuracy per placement,
-    written to OUT/ablation.{json,md,png}; --steps overrides the demo's training steps."""
-    run_ablate(presets=presets, out=out, seed=seed, backbone=backbone, quick=quick, steps=steps)
