@@ -28,14 +28,6 @@ class SpanKV:
     def __post_init__(self) -> None:
         self.all_valid = bool(self.key_valid.all())  # one host sync per sequence, not per step
 
-    def select(self, index: torch.Tensor) -> SpanKV:
-        """Rows ``index`` of the store (e.g. to share one system prompt's K/V across a batch)."""
-        return SpanKV(
-            self.key_pos[index],
-            self.key_valid[index],
-            {i: (k[index], v[index]) for i, (k, v) in self.kv.items()},
-        )
-
 
 @dataclass
 class SpanContext:

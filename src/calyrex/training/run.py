@@ -16,6 +16,7 @@ import torch
 from ..baselines import matched_counts
 from ..chat import pad_batch
 from ..config import CalyrexConfig
+from ..markers import span_markers
 from ..methods import adapt
 from ..model import CalyrexModel, count_trainable
 from .config import TrainConfig
@@ -137,7 +138,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     counts = matched_counts(base, cal_cfg)
     model = adapt(base, cfg.method, cal_cfg, seed=cfg.seed)
     if isinstance(model, CalyrexModel):
-        model.markers = _markers(tok)
+        model.markers = span_markers(tok)  # the input_ids-only fallback travels with the adapter
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     trainable = count_trainable(model)
@@ -182,12 +183,6 @@ def train(cfg: TrainConfig) -> TrainResult:
         result.training_loss,
         time.perf_counter() - start,
     )
-
-
-def _markers(tok: Any) -> Any:
-    from ..markers import span_markers
-
-    return span_markers(tok)
 
 
 def _save_final(model: Any, tok: Any, adapter_dir: Path) -> None:
