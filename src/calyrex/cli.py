@@ -27,7 +27,7 @@ COMMANDS: dict[str, str] = {
     "ruleworld-corpus": "calyrex.ruleworld.commands:corpus",
     "ruleworld-eval": "calyrex.ruleworld.commands:evaluate",
     "demo": "calyrex.ruleworld.demo:demo",
-    "ablate": "calyrex.ruleworld.ablate:ablate",
+    "ablate": "calyrex.ablation:ablate",
     "chat": "calyrex.chat_cli:chat",
 }
 

@@ -16,8 +16,9 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
+from .lexicon import TOPICS
 from .rules import ORDER, Rule, apply_rules, combinations
-from .tasks import Task, say_task
+from .tasks import Task, list_task, say_task
 from .world import NEUTRAL_SYSTEMS, Messages, World, reply
 
 NOTES = ("secret word", "code word", "password", "magic word")
@@ -37,9 +38,21 @@ def _user_rules(world: World, rng: random.Random) -> list[Rule]:
     return world.rules(rng, rng.choice(kinds))
 
 
+def _drill(rng: random.Random) -> Task:
+    """Copy or reverse 3-8 words drawn across all topics: no topic to guess, only the prompt
+    to read — the drill that makes a small backbone learn to copy within the CPU budget."""
+    words = sorted({w for topic in TOPICS.values() for w in topic})
+    items = rng.sample(words, rng.randint(3, 8))
+    return list_task(rng, rng.choice(("copy", "copy", "reverse")), items, "none")
+
+
 def _instructed_turn(world: World, rng: random.Random) -> tuple[str, str]:
-    """A task, 40% of the time with format requests in the user's own words."""
-    if rng.random() < 0.6:
+    """A task (a fifth of them drills), 40% of the time with format requests in the user's
+    own words."""
+    if rng.random() < 0.12:
+        task = _drill(rng)
+        return task.prompt, task.answer
+    if rng.random() < 0.55:
         task = world.task(rng, GENERAL_KINDS)
         return task.prompt, task.answer
     rules = _user_rules(world, rng)
