@@ -4,6 +4,8 @@ import json
 import math
 
 from calyrex.cli import main
+from calyrex.ruleworld.demo import _backbone
+from calyrex.ruleworld.pretrain import load_backbone
 from calyrex.ruleworld.report import PLOTS, TABLE
 
 METHODS = {"base", "calyrex", "lora", "parallel_mlp"}
@@ -25,3 +27,15 @@ def test_quick_demo_writes_well_formed_files(tmp_path):
     assert all(f"| {m} |" in text for m in METHODS) and "injection" in text
     for _, _, _, name in PLOTS:
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_pretrain_flag_builds_a_fresh_backbone_in_out(tmp_path):
+    path = _backbone(tmp_path, quick=True, seed=0, given=None, fresh=True)
+    assert path == tmp_path / "backbone"
+    record = json.loads((path / "ruleworld.json").read_text())
+    assert record["command"].startswith("calyrex ruleworld-pretrain --seed 0")
+    model, tok = load_backbone(path)
+    assert model.config.num_hidden_layers >= 12 and tok.chat_template
+    mtime = (path / "model.safetensors").stat().st_mtime
+    assert _backbone(tmp_path, quick=True, seed=0, given=None, fresh=True) == path
+    assert (path / "model.safetensors").stat().st_mtime == mtime  # reused, not retrained

@@ -49,4 +49,5 @@ def ablate_ruleworld(
         model = load_adapter(load_backbone(path)[0], str(root / preset / "adapter"))
         rows[preset] = {"layers": placement_layers(preset, num_layers), **info}
         rows[preset].update(evaluate(model, tok, world, eval_cfg))
-    return rows, {"backbone": str(path), "seed": seed, "steps": cfg.steps, "quick": quick}
+    setup = {"backbone": str(path), "seed": seed, "steps": cfg.steps, "lr": cfg.lr["calyrex"]}
+    return rows, {**setup, "quick": quick}

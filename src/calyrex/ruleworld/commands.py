@@ -13,7 +13,7 @@ def pretrain(
 ) -> None:
     """Pretrain RuleWorld's backbone from scratch (default: into the packaged asset directory).
 
-    About 8 minutes on 2 idle CPU cores; --quick trains a few steps only (for CI-sized checks).
+    About 10 minutes on 2 idle CPU cores; --quick trains a narrow one for a few steps (CI).
     """
     _pretrain(seed=seed, out=out, quick=quick, steps=steps)
 

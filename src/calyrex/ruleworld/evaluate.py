@@ -28,6 +28,7 @@ class EvalConfig:
     n: int = 48  # examples per suite (per shot count / context length)
     shots: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
     context_tokens: tuple[int, ...] = (0, 512, 1024, 2048, 4096)
+    long_n: int | None = None  # examples per context length (default ``n``; 4k-token prefills)
     turns: int = 8
     batch_size: int = 16
     max_new_tokens: int = 40
@@ -164,7 +165,8 @@ def longctx_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict:
     tokens_per_word = len(tok(probe, add_special_tokens=False)["input_ids"]) / 1000
     by_len = {}
     for n_tokens in cfg.context_tokens:
-        examples = attacks.longctx_examples(world, cfg.n, round(n_tokens / tokens_per_word))
+        n_words = round(n_tokens / tokens_per_word)
+        examples = attacks.longctx_examples(world, cfg.long_n or cfg.n, n_words)
         replies = run(examples)
         by_len[str(n_tokens)] = _rate(
             [all(check_all(e.rules, r, e.task)) for e, r in zip(examples, replies, strict=True)]

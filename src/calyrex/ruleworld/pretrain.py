@@ -7,7 +7,8 @@ instruction. The loss is next-token cross-entropy on every token, as for a base 
 same on assistant tokens alone (``loss_on="both"``), which weights the answers up: with loss on
 all tokens only, the model did not learn to copy words in the CPU budget. Everything is
 drawn from ``seed``; the model and tokenizer are saved with ``save_pretrained`` next to a
-``ruleworld.json`` recording the seed, the configuration and the exact command.
+``ruleworld.json`` recording the seed, the configuration and the exact command. The weights
+are stored in bf16 (the packaged copy is 8 MB) and load as fp32.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "ruleworld"
 class PretrainConfig:
     seed: int = 0
     conversations: int = 60000
-    steps: int = 1200
+    steps: int = 1600
     batch_tokens: int = 2048  # tokens per optimiser step (padded), rows of similar length
     max_length: int = 256
     lr: float = 3e-3
@@ -53,7 +54,8 @@ class PretrainConfig:
     loss_on: str = "both"  # "all" tokens (a base LM), "assistant" tokens, or the sum of both
 
 
-QUICK = dict(conversations=2000, steps=30, batch_tokens=1024)
+# a CI-sized backbone (seconds): the same depth, narrow, a few steps
+QUICK = dict(conversations=600, steps=15, batch_tokens=1024, hidden_size=64, intermediate_size=128)
 
 
 def model_config(cfg: PretrainConfig, tokenizer: Any) -> Any:
@@ -159,11 +161,16 @@ def save_backbone(
     import transformers
 
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
+    # weights stored in bf16 (half the bytes; the package ships them), loaded back as fp32
+    state = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight")
+    model.save_pretrained(out, state_dict=state)
     tok.save_pretrained(out)
     record = {
         "seed": cfg.seed,
         "command": command,
+        "stored_dtype": "bfloat16",
         "config": dataclasses.asdict(cfg),
         "stats": stats,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
