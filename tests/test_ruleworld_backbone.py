@@ -88,6 +88,12 @@ def test_pretrain_saves_a_loadable_backbone(tmp_path):
     stored = model.to(torch.bfloat16).float()  # the weights are stored in bf16
     assert torch.allclose(stored(ids).logits, again(ids).logits, atol=1e-6)
     assert tok2.chat_template == tok.chat_template
+    weights = tmp_path / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-3] ^= 0xFF  # one flipped bit pattern in the last tensor
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="does not match the sha256 in ruleworld.json"):
+        load_backbone(tmp_path)
 
 
 def test_evaluate_runs_on_plain_and_wrapped_models(world):

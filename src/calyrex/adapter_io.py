@@ -30,7 +30,8 @@ class AdapterError(ValueError):
     """An adapter that cannot be loaded; the message says which check failed."""
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -65,7 +66,7 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
         "config": model.adapter_config.to_dict(),
         "base_model": hf.base_identity(model.base),
         "span_markers": model.markers.to_dict() if model.markers else None,
-        "weights_sha256": _sha256(out / WEIGHTS_NAME),
+        "weights_sha256": file_sha256(out / WEIGHTS_NAME),
     }
     text = json.dumps(config, indent=2, sort_keys=True)
     atomic_write(out / CONFIG_NAME, lambda p: Path(p).write_text(text))
@@ -144,7 +145,7 @@ def read_weights(directory: Path, config: dict[str, Any]) -> dict[str, Any]:
     file = directory / WEIGHTS_NAME
     if not file.is_file():
         raise AdapterError(f"{file} is missing")
-    if config.get("weights_sha256") and _sha256(file) != config["weights_sha256"]:
+    if config.get("weights_sha256") and file_sha256(file) != config["weights_sha256"]:
         raise AdapterError(
             f"{file} is corrupted or truncated: its sha256 differs from the one recorded at save"
         )

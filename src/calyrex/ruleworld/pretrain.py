@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ..adapter_io import file_sha256
 from ..chat import encode_one, pad_batch
 from .corpus import general_corpus
 from .tokenizer import build_tokenizer
@@ -171,6 +172,7 @@ def save_backbone(
         "seed": cfg.seed,
         "command": command,
         "stored_dtype": "bfloat16",
+        "weights_sha256": file_sha256(out / "model.safetensors"),
         "config": dataclasses.asdict(cfg),
         "stats": stats,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
@@ -212,7 +214,14 @@ def load_backbone(path: str | Path | None = None) -> tuple[Any, Any]:
     path = Path(path) if path else ASSET_DIR
     if not (path / "config.json").exists():
         raise FileNotFoundError(
-            f"no RuleWorld backbone at {path}; build it with `calyrex ruleworld pretrain`"
+            f"no RuleWorld backbone at {path}; build it with `calyrex ruleworld-pretrain`"
+        )
+    record = path / "ruleworld.json"
+    expected = json.loads(record.read_text()).get("weights_sha256") if record.exists() else None
+    if expected and file_sha256(path / "model.safetensors") != expected:
+        raise ValueError(
+            f"{path}/model.safetensors does not match the sha256 in ruleworld.json: the file is "
+            "corrupted or was replaced; rebuild it with `calyrex ruleworld-pretrain`"
         )
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     return model, AutoTokenizer.from_pretrained(path)
