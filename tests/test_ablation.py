@@ -85,6 +85,8 @@ def test_ablation_options_are_checked_before_any_compute(setup, tmp_path, capsys
     assert "need --model" in capsys.readouterr().err
     assert main(["ablate", "--model", str(setup / "base"), "--out", str(tmp_path / "b")]) == 2
     assert "needs --data" in capsys.readouterr().err
+    assert main(_args(setup, tmp_path / "q") + ["--quick"]) == 2
+    assert "RuleWorld options" in capsys.readouterr().err
     args = _args(setup, tmp_path / "c")
     args[args.index("last")] = "nowhere"
     assert main(args) == 2

@@ -56,6 +56,8 @@ def ablate(
         rows, setup = ablate_ruleworld(presets, root, seed, backbone, quick, steps)
         columns = list(COLUMNS)
     else:
+        if backbone or quick:
+            raise ValueError("--backbone and --quick are RuleWorld options; drop them with --model")
         if not (data or config) or not suite:
             raise ValueError(
                 "an ablation on --model needs --data (or --config with data) and --suite (eval)"

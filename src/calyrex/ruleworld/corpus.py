@@ -38,17 +38,19 @@ def _user_rules(world: World, rng: random.Random) -> list[Rule]:
     return world.rules(rng, rng.choice(kinds))
 
 
+DRILL_WORDS = sorted({w for topic in TOPICS.values() for w in topic})
+
+
 def _drill(rng: random.Random) -> Task:
     """Copy or reverse 3-8 words drawn across all topics: no topic to guess, only the prompt
     to read — the drill that makes a small backbone learn to copy within the CPU budget."""
-    words = sorted({w for topic in TOPICS.values() for w in topic})
-    items = rng.sample(words, rng.randint(3, 8))
+    items = rng.sample(DRILL_WORDS, rng.randint(3, 8))
     return list_task(rng, rng.choice(("copy", "copy", "reverse")), items, "none")
 
 
 def _instructed_turn(world: World, rng: random.Random) -> tuple[str, str]:
-    """A task (a fifth of them drills), 40% of the time with format requests in the user's
-    own words."""
+    """A drill (12%), a plain task (48%), or a task with format requests in the user's own
+    words (40%)."""
     if rng.random() < 0.12:
         task = _drill(rng)
         return task.prompt, task.answer

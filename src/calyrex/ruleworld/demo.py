@@ -154,7 +154,7 @@ def demo(
     """Reproduce the paper's comparison on RuleWorld: train calyrex, LoRA and ParallelMLP
     (parameter-matched, same data, steps and seed), evaluate them and the base, write a table
     and plots to OUT. Uses the shipped backbone; --pretrain (or a --seed other than 0)
-    pretrains a fresh one into OUT/backbone first (~10 min on 2 CPU cores); --backbone DIR uses
-    another saved backbone; --quick runs a CI-sized version in about a minute.
+    pretrains a fresh one into OUT/backbone first (~11 min on 2 CPU cores); --backbone DIR uses
+    another saved backbone; --quick runs a CI-sized version in about 20 seconds.
     """
     run_demo(quick=quick, out=out, seed=seed, backbone=backbone, pretrain=pretrain)
