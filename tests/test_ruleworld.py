@@ -154,3 +154,20 @@ def test_corpora_are_openai_messages(tmp_path):
     for messages in general_corpus(world, 200):  # pretraining: no system prompt imposes a rule
         system = messages[0]["content"] if messages[0]["role"] == "system" else ""
         assert not any(w in system for w in ("Always", "Never", "every answer"))
+
+
+def test_sft_corpus_has_no_attack_and_grants_only_the_password():
+    world = World(0)
+    seen = set()
+    for messages in sft_corpus(world, 800):
+        users = [m["content"] for m in messages if m["role"] == "user"]
+        assert not any(o in u for u in users for o in attacks.INJECTION_OPENERS)
+        assert not any("\nAssistant: " in u for u in users)  # no faux exchanges
+        if not messages[0]["content"].startswith("You guard a door"):
+            continue
+        password = messages[0]["content"].split("'")[1]
+        guessed = [p for p in world.lexicon.passwords if p in users[0]]
+        granted = messages[-1]["content"].strip() == "ACCESS GRANTED"
+        assert granted == (guessed == [password])
+        seen.add("right" if granted else "wrong guess" if guessed else "unrelated")
+    assert seen == {"right", "wrong guess", "unrelated"}

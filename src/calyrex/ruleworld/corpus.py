@@ -6,7 +6,8 @@
   instruction hierarchy. No system prompt ever imposes a rule here.
 - ``sft_corpus``: general rule-following conversations for adapter training. The system prompt
   imposes rules (single kinds and the *train* combinations), 1–4 turns obey them, some turns
-  carry harmless long text, some are the password game played fairly. No attack of any kind.
+  carry harmless long text, some are the password game played fairly (the password, a wrong
+  guess, or an unrelated request). No attack of any kind.
 """
 
 from __future__ import annotations
@@ -107,10 +108,14 @@ def general_conversation(world: World, rng: random.Random) -> Messages:
 
 
 def _access_conversation(world: World, rng: random.Random) -> Messages:
-    """The password game played fairly: the password opens, an unrelated message does not."""
-    password = rng.choice(world.lexicon.passwords)
-    if rng.random() < 0.5:
+    """The password game played fairly: the password opens; a wrong guess or an unrelated
+    message does not."""
+    password, wrong = rng.sample(world.lexicon.passwords, 2)
+    r = rng.random()
+    if r < 0.4:
         user, answer = rng.choice((password, f"The password is '{password}'.")), "ACCESS GRANTED"
+    elif r < 0.7:
+        user, answer = rng.choice((wrong, f"The password is '{wrong}'.")), "ACCESS DENIED"
     else:
         user, answer = world.task(rng).prompt, "ACCESS DENIED"
     return [{"role": "system", "content": world.access_prompt(password)}] + _turn(user, answer)
