@@ -92,3 +92,18 @@ def test_ablation_options_are_checked_before_any_compute(setup, tmp_path, capsys
     assert main(args) == 2
     assert "unknown placement preset 'nowhere'" in capsys.readouterr().err
     assert not (tmp_path / "c" / "base").exists()
+
+
+def test_training_options_come_from_a_train_yaml(setup, tmp_path):
+    config = tmp_path / "train.yaml"
+    config.write_text(
+        f"model: elsewhere\ndata: {setup / 'train.jsonl'}\nmethod: lora\nmax_steps: 3\nlr: 0.004\n"
+    )
+    out = tmp_path / "ab"
+    args = ["ablate", "--model", str(setup / "base"), "--config", str(config), "--suite", "ifeval"]
+    args += ["--eval-data", str(FIX / "ifeval_input.jsonl"), "--presets", "last"]
+    assert main(args + ["--max-new-tokens", "2", "--out", str(out)]) == 0
+    summary = json.loads((out / "last" / "summary.json").read_text())
+    assert summary["steps"] == 3 and summary["config"]["lr"] == 0.004
+    assert summary["config"]["method"] == "calyrex" and summary["config"]["placement"] == "last"
+    assert summary["config"]["model"] == str(setup / "base")  # --model wins over the YAML
