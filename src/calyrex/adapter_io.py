@@ -1,5 +1,6 @@
 """Adapter files: ``adapter_config.json`` + ``adapter_model.safetensors`` (adapter weights only).
 
+This module reads, verifies and writes files; building a model from them is ``calyrex.loading``.
 Written atomically (temporary file, fsync, rename; weights before the config that vouches for
 them). Loaded with safetensors only — nothing is ever unpickled — and checked against the base
 model: architecture fingerprint, weight signature, the weights file's sha256 and its exact keys.
@@ -12,6 +13,7 @@ import json
 import math
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from . import __version__, hf
+from . import hf
 
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
@@ -53,21 +55,15 @@ def atomic_write(path: Path, write: Any) -> None:
             os.unlink(tmp)
 
 
-def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
-    """Write the adapter of a :class:`~calyrex.model.CalyrexModel` to ``directory``."""
+def write_adapter(
+    directory: str | os.PathLike, state: dict[str, Any], record: dict[str, Any]
+) -> Path:
+    """Write adapter tensors and their ``record`` (method, config, base identity) to ``directory``."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().contiguous().cpu() for k, v in model.adapter_state_dict().items()}
-    atomic_write(out / WEIGHTS_NAME, lambda p: save_file(state, p, metadata={"format": "pt"}))
-    config = {
-        "format": FORMAT,
-        "calyrex_version": __version__,
-        "method": model.method,
-        "config": model.adapter_config.to_dict(),
-        "base_model": hf.base_identity(model.base),
-        "span_markers": model.markers.to_dict() if model.markers else None,
-        "weights_sha256": file_sha256(out / WEIGHTS_NAME),
-    }
+    tensors = {k: v.detach().contiguous().cpu() for k, v in state.items()}
+    atomic_write(out / WEIGHTS_NAME, lambda p: save_file(tensors, p, metadata={"format": "pt"}))
+    config = {"format": FORMAT, **record, "weights_sha256": file_sha256(out / WEIGHTS_NAME)}
     text = json.dumps(config, indent=2, sort_keys=True)
     atomic_write(out / CONFIG_NAME, lambda p: Path(p).write_text(text))
     return out
@@ -137,8 +133,45 @@ def check_base(config: dict[str, Any], model: nn.Module, directory: Path) -> Non
     ):
         raise AdapterError(
             f"adapter {directory} was made for another base model ({name!r}): same architecture but "
-            "different weights (weight signature mismatch)"
+            "different weights (embedding / final norm signature mismatch)"
         )
+    if "weight_samples" not in expected:
+        warnings.warn(
+            f"adapter {directory} records no per-layer weight samples (saved by calyrex "
+            f"{config.get('calyrex_version', '< 0.2')}): only the embeddings and the final norm "
+            "were checked against the base model, its decoder layers could not be",
+            stacklevel=3,
+        )
+        return
+    _check_samples(expected, model, directory, name)
+
+
+# relative rounding of each storage dtype: a model loaded in another dtype than the one the
+# adapter was saved with matches within the coarser of the two
+_DTYPE_EPS = {"float32": 0.0, "float64": 0.0, "bfloat16": 2.0**-8, "float16": 2.0**-11}
+
+
+def _check_samples(expected: dict[str, Any], model: nn.Module, directory: Path, name: Any) -> None:
+    want, have = expected["weight_samples"], hf.weight_samples(model)
+    missing = sorted(set(want) ^ set(have))
+    if missing:
+        raise AdapterError(
+            f"adapter {directory} was made for another base model ({name!r}): its weights have "
+            f"other tensors ({missing[:3]} …)"
+        )
+    eps = max(
+        _DTYPE_EPS.get(expected.get("weights_dtype", "float32"), 2.0**-8),
+        _DTYPE_EPS.get(hf.weights_dtype(model), 2.0**-8),
+    )
+    for tensor, values in want.items():
+        if any(
+            not math.isclose(a, b, rel_tol=eps, abs_tol=1e-7 if eps else 0.0)
+            for a, b in zip(values, have[tensor], strict=True)
+        ):
+            raise AdapterError(
+                f"adapter {directory} was made for another base model ({name!r}): same "
+                f"architecture but different weights in {tensor}"
+            )
 
 
 def read_weights(directory: Path, config: dict[str, Any]) -> dict[str, Any]:
@@ -153,47 +186,3 @@ def read_weights(directory: Path, config: dict[str, Any]) -> dict[str, Any]:
         return load_file(file)
     except (SafetensorError, OSError, ValueError) as err:
         raise AdapterError(f"{file} is corrupted or truncated: {err}") from err
-
-
-def load_adapter(
-    model: nn.Module,
-    path_or_id: str | os.PathLike,
-    revision: str | None = None,
-    tokenizer: Any = None,
-) -> nn.Module:
-    """Wrap ``model`` with the adapter saved at ``path_or_id`` (a directory or a hub id).
-
-    CALYREX and ParallelMLP adapters are checked and loaded here; a PEFT (LoRA) adapter is
-    handed to PEFT's own loader.
-    """
-    from .markers import SpanMarkers, span_markers
-    from .methods import build
-
-    directory = resolve_dir(path_or_id, revision)
-    if is_peft_adapter(directory):
-        from peft import PeftModel
-
-        return PeftModel.from_pretrained(model, str(directory))
-    config = read_config(directory)
-    check_base(config, model, directory)
-    state = read_weights(directory, config)
-    wrapped = build(config["method"], model, config["config"])
-    expected = set(wrapped.adapter_state_dict())
-    if set(state) != expected:
-        wrapped.remove()
-        raise AdapterError(
-            f"{directory / WEIGHTS_NAME} does not match its config: missing {sorted(expected - set(state))[:4]}, "
-            f"unexpected {sorted(set(state) - expected)[:4]}"
-        )
-    try:
-        wrapped.load_state_dict(state, strict=False)
-    except RuntimeError as err:
-        wrapped.remove()
-        raise AdapterError(
-            f"{directory / WEIGHTS_NAME} has tensors of the wrong shape: {err}"
-        ) from err
-    if tokenizer is not None:
-        wrapped.markers = span_markers(tokenizer)
-    elif config.get("span_markers"):
-        wrapped.markers = SpanMarkers.from_dict(config["span_markers"])
-    return wrapped

@@ -16,6 +16,8 @@ from torch import nn
 from . import hf
 from .block import CALBlock, ParallelMLPBlock
 from .config import BlockConfig, CalyrexConfig
+from .model import CalyrexModel
+from .wrap import place, seeded
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -45,18 +47,16 @@ def parallel_mlp_config(model: nn.Module, config: CalyrexConfig) -> ParallelMLPC
 def wrap_parallel_mlp(
     model: nn.Module, config: ParallelMLPConfig, seed: int | None = None
 ) -> nn.Module:
-    from .model import CalyrexModel
-    from .wrap import place
-
     hf.decoder_layers(model)
     cfg = config.resolve(model.config)
-    if seed is not None:
-        torch.manual_seed(seed)
     hidden = model.config.hidden_size
-    blocks = {
-        i: ParallelMLPBlock(hidden, cfg.intermediate_size, cfg.norm_eps, cfg.init_std)
-        for i in cfg.layers
-    }
+    blocks = seeded(
+        seed,
+        lambda: {
+            i: ParallelMLPBlock(hidden, cfg.intermediate_size, cfg.norm_eps, cfg.init_std)
+            for i in cfg.layers
+        },
+    )
     return CalyrexModel(model, place(model, blocks), "parallel_mlp", cfg)
 
 
@@ -102,9 +102,7 @@ def wrap_lora(model: nn.Module, target: int, seed: int | None = None) -> nn.Modu
         alpha_pattern={k: 2 * v for k, v in pattern.items()},
         task_type="CAUSAL_LM",
     )
-    if seed is not None:
-        torch.manual_seed(seed)
-    return get_peft_model(model, config)
+    return seeded(seed, lambda: get_peft_model(model, config))
 
 
 def matched_counts(model: nn.Module, config: CalyrexConfig) -> dict[str, int]:

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import CalyrexConfig
-from .span import SpanContext
+from .span import SpanStep
 
 
 class RMSNorm(nn.Module):
@@ -90,17 +90,17 @@ class CALBlock(nn.Module):
         v = self.cal_v_proj(c).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
         return k, v
 
-    def forward(self, h: torch.Tensor, span: SpanContext, layer: int) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, span: SpanStep, layer: int) -> torch.Tensor:
         if span.empty:
-            return h
+            zero = _zero_grad_path(self) if torch.is_grad_enabled() else None
+            return h if zero is None else h + zero.to(h.dtype)
         b, t, _ = h.shape
         x = self.cal_attn_norm(h)  # (B, T, D)
-        if span.gather_idx is not None:  # prefill: compute once, cache for the decode steps
-            span.store.kv[layer] = self.span_kv(x, span.gather_idx)
-        k, v = span.store.kv[layer]  # (B, Hkv, S, Dh)
-        q = (
-            self.cal_q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
-        )  # (B, H, T, Dh)
+        if span.gather_idx is not None:  # new span tokens: compute once, cache for later calls
+            k, v = span.store.update(layer, span.keys_before, *self.span_kv(x, span.gather_idx))
+        else:
+            k, v = span.store.kv[layer]  # (B, Hkv, S, Dh)
+        q = self.cal_q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
         # Rows with no visible key would softmax over an empty set (NaN): let them see every
         # key here and discard their output below. When every query sees every key (decode
         # steps of unpadded spans) there is no mask at all, so SDPA can use its fastest kernel.
@@ -142,7 +142,18 @@ class ParallelMLPBlock(nn.Module):
         super().__init__()
         self.cal_mlp = SwiGLU(hidden, width, eps, std)
 
-    def forward(
-        self, h: torch.Tensor, span: SpanContext | None = None, layer: int = 0
-    ) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, span: SpanStep | None = None, layer: int = 0) -> torch.Tensor:
         return h + self.cal_mlp(h)
+
+
+def _zero_grad_path(block: nn.Module) -> torch.Tensor | None:
+    """0 that depends on every trainable parameter of ``block``.
+
+    A batch whose rows see no system key leaves the block unused; adding this exact zero keeps
+    the loss connected to the adapter (zero gradients instead of "does not require grad"), and
+    every DDP rank reduces the same parameters.
+    """
+    params = [p for p in block.parameters() if p.requires_grad]
+    if not params:
+        return None
+    return sum(p.sum() for p in params) * 0.0

@@ -51,7 +51,7 @@ def chat(
     """Chat in the terminal with MODEL (+ ADAPTER) under an optional --system prompt; /reset, /quit."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .adapter_io import load_adapter
+    from .loading import load_adapter
 
     tok = AutoTokenizer.from_pretrained(model)
     hf_model = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()

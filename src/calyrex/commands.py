@@ -22,5 +22,9 @@ def inspect_adapter(adapter: str) -> None:
     directory = Path(adapter)
     config = read_config(directory)
     state = read_weights(directory, config)
-    print(json.dumps({k: config[k] for k in ("method", "config", "base_model")}, indent=2))
+    shown = {k: config[k] for k in ("method", "config", "base_model")}
+    samples = shown["base_model"].pop("weight_samples", None)
+    print(json.dumps(shown, indent=2))
+    if samples is not None:
+        print(f"base weights fingerprinted in {len(samples)} tensors")
     print(f"{sum(t.numel() for t in state.values()):,} adapter parameters in {len(state)} tensors")

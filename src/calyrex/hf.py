@@ -1,7 +1,7 @@
 """Everything that knows Hugging Face internals lives here, so a transformers change is one file.
 
 calyrex never re-derives HF attention: it calls the original decoder layers opaquely and adds
-its blocks on their outputs through module hooks.
+its blocks on their outputs (``calyrex.layer``).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from .names import host_name, is_adapter_param
 
 # model_type → attribute path of the decoder layer list inside the *ForCausalLM model
 DECODER_LAYERS: dict[str, str] = {
@@ -87,6 +89,31 @@ def weight_signature(model: nn.Module, n: int = 16) -> list[float]:
     return [round(float(x), 6) for x in sig]
 
 
+SAMPLES_PER_TENSOR = 8
+
+
+@torch.no_grad()
+def weight_samples(model: nn.Module, n: int = SAMPLES_PER_TENSOR) -> dict[str, list[float]]:
+    """``n`` values of every base weight tensor at fixed, evenly spaced flat positions.
+
+    Covers every decoder layer, so an adapter trained on one checkpoint is told apart from any
+    other checkpoint of the same architecture (a fine-tune changes every layer, not the
+    embeddings alone). Names are those of the bare HF model; adapter parameters are skipped.
+    """
+    out: dict[str, list[float]] = {}
+    for name, param in model.named_parameters():
+        if is_adapter_param(name):
+            continue
+        flat = param.detach().reshape(-1)
+        idx = torch.linspace(0, flat.numel() - 1, min(n, flat.numel())).round().long()
+        out[host_name(name)] = [float(x) for x in flat[idx.to(flat.device)].float().tolist()]
+    return out
+
+
+def weights_dtype(model: nn.Module) -> str:
+    return str(next(model.parameters()).dtype).removeprefix("torch.")
+
+
 def base_identity(model: nn.Module) -> dict[str, Any]:
     """Name, revision, architecture fingerprint and weight signature of a base model."""
     cfg = model.config
@@ -95,6 +122,8 @@ def base_identity(model: nn.Module) -> dict[str, Any]:
         "revision": getattr(cfg, "_commit_hash", None),
         "fingerprint": fingerprint(model),
         "weight_signature": weight_signature(model),
+        "weights_dtype": weights_dtype(model),
+        "weight_samples": weight_samples(model),
     }
 
 
@@ -110,20 +139,17 @@ def with_layer_hidden(output: Any, hidden: torch.Tensor) -> Any:
     return (hidden, *output[1:])
 
 
-def call_inputs(args: tuple, kwargs: dict) -> tuple[torch.Tensor | None, Any, Any]:
-    """(input_ids or inputs_embeds, attention_mask, cache) of a causal-LM forward call."""
-    tokens = kwargs.get("input_ids", args[0] if args else None)
-    if tokens is None:
-        tokens = kwargs.get("inputs_embeds")
-    attention_mask = kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
-    cache = kwargs.get("cache", kwargs.get("past_key_values"))
-    return tokens, attention_mask, cache
+def layer_cache(kwargs: dict[str, Any]) -> Any:
+    """The HF cache a decoder layer (or a causal LM) was called with; the keyword was renamed."""
+    cache = kwargs.get("cache")
+    return cache if cache is not None else kwargs.get("past_key_values")
 
 
-def cache_length(cache: Any) -> int:
-    return (
-        int(cache.get_seq_length()) if cache is not None and hasattr(cache, "get_seq_length") else 0
-    )
+def cache_length(cache: Any, layer: int = 0) -> int:
+    """Tokens held by ``cache`` for decoder layer ``layer`` (0 without a cache)."""
+    if cache is None or not hasattr(cache, "get_seq_length"):
+        return 0
+    return int(cache.get_seq_length(layer))
 
 
 def output_cache(output: Any) -> Any:

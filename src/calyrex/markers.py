@@ -71,3 +71,10 @@ def detect_system_mask(
         last = stop + int(ends[0]) if len(ends) else len(row)
         out[b, stop:last] = True
     return out
+
+
+def span_markers_reason(tokenizer: Any) -> tuple[SpanMarkers | None, str]:
+    """:func:`span_markers` and, when there are none, why (for the model's one warning)."""
+    markers = span_markers(tokenizer)
+    reason = "" if markers else "the chat template's system segment is not recognisable in ids"
+    return markers, reason

@@ -1,36 +1,73 @@
 """A frozen HF causal LM with adapter blocks after some of its decoder layers.
 
-The host is wrapped, not rewritten: forward hooks call each block on the output of its decoder
-layer, and a pre-hook on the causal LM reads ``system_mask`` (or finds the span with the
-fallback markers) before HF's own forward runs. So ``model(**batch)``, ``model.generate(...)``
-and even a direct call of the wrapped HF model all see the system span.
+The blocks are ordinary modules in the host's module tree: decoder layer ``i`` is replaced by a
+:class:`~calyrex.layer.CalyrexLayer` holding the original layer and the block. This module is
+the entry point of a call: it turns ``system_mask`` (or, for callers that pass only
+``input_ids``, the fallback markers) into the absolute span mask the layers read, and hands it
+to the HF model as a keyword argument. Nothing about a call is stored on a module, so copies,
+threads, re-entrant calls and two models over one process never see each other's span.
 
-Legend: B batch, T sequence, S system span, D hidden.
+``generate`` is HF's own (this class is a ``GenerationMixin`` host whose steps call
+:meth:`forward`), so greedy, sampling, beams, assisted decoding and chunked prefill all carry
+the span; the CAL keys/values live on the HF cache (``calyrex.span``).
+
+Legend: B batch, T tokens in this call, P tokens already in the cache, W = P + T.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+from transformers.generation.utils import GenerationMixin
 
-from . import hf
+from . import __version__, hf
+from .adapter_io import write_adapter
+from .layer import CAL_CACHE_KW, SYSTEM_MASK_KW, CalyrexLayer
 from .markers import SpanMarkers, detect_system_mask
-from .span import SpanContext, SpanKV
+from .names import ADAPTER_PREFIX, is_adapter_param
+from .span import CALCache, cal_cache
 
-ADAPTER_PREFIX = "cal_"
-
-
-def is_adapter_param(name: str) -> bool:
-    """The one name filter that defines adapter parameters: freezing, saving, counting, optimiser."""
-    return any(part.startswith(ADAPTER_PREFIX) for part in name.split("."))
+__all__ = ["ADAPTER_PREFIX", "AlreadyWrappedError", "CalyrexModel", "is_adapter_param"]
 
 
-class CalyrexModel(nn.Module):
-    """``base`` (frozen) plus ``cal_blocks[str(i)]`` applied after decoder layer ``i``."""
+class AlreadyWrappedError(ValueError):
+    """The HF model already carries adapter blocks (wrapped once, or loaded into twice)."""
+
+
+class BlockView(Mapping):
+    """``model.cal_blocks``: layer index (str) → block, read from the layers themselves.
+
+    Assigning ``model.cal_blocks["23"] = block`` replaces the block inside layer 23, so a swap
+    (FSDP auto-wrap, a user's own module) always takes effect.
+    """
+
+    def __init__(self, layers: nn.ModuleList) -> None:
+        self._layers = {str(layer.index): layer for layer in layers if isinstance(layer, CalyrexLayer)}
+
+    def __getitem__(self, key: str) -> nn.Module:
+        return self._layers[str(key)].cal_block
+
+    def __setitem__(self, key: str, block: nn.Module) -> None:
+        self._layers[str(key)].cal_block = block
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._layers)
+
+    def __len__(self) -> int:
+        return len(self._layers)
+
+    def parameters(self) -> Iterator[nn.Parameter]:
+        for layer in self._layers.values():
+            yield from layer.cal_block.parameters()
+
+
+class CalyrexModel(nn.Module, GenerationMixin):
+    """``base`` (frozen) with ``blocks[i]`` after decoder layer ``i``."""
 
     def __init__(
         self,
@@ -39,122 +76,155 @@ class CalyrexModel(nn.Module):
         method: str,
         config: Any,
         markers: SpanMarkers | None = None,
+        markers_reason: str = "no tokenizer was given",
     ) -> None:
         super().__init__()
+        layers = hf.decoder_layers(base)
+        if any(isinstance(layer, CalyrexLayer) for layer in layers):
+            raise AlreadyWrappedError(
+                f"this {type(base).__name__} already carries calyrex blocks (wrapped or loaded "
+                "before); call .remove() on that model first, or load a fresh base model"
+            )
         self.base = base
-        self.cal_blocks = nn.ModuleDict({str(i): b for i, b in sorted(blocks.items())})
+        readers = [i for i, b in blocks.items() if getattr(b, "uses_span", False)]
+        for i, block in sorted(blocks.items()):
+            layers[i] = CalyrexLayer(layers[i], block, i, opens_span=bool(readers) and i == min(readers))
         self.method = method
         self.adapter_config = config
         self.markers = markers
-        self.checkpoint_blocks = False
-        self._span: SpanContext | None = None
-        self._prefix_grad: bool | None = None
-        self._pending_system_mask: torch.Tensor | None = None
+        self.markers_reason = markers_reason  # why there is no fallback, when there is none
         for name, param in self.named_parameters():
             param.requires_grad_(is_adapter_param(name))
-        self._install_hooks()
 
-    # -- hooks ---------------------------------------------------------------------------------
-    def _install_hooks(self) -> None:
+    # -- structure -----------------------------------------------------------------------------
+    def cal_layers(self) -> list[CalyrexLayer]:
+        return [m for m in hf.decoder_layers(self.base) if isinstance(m, CalyrexLayer)]
+
+    @property
+    def cal_blocks(self) -> BlockView:
+        return BlockView(hf.decoder_layers(self.base))
+
+    @property
+    def uses_span(self) -> bool:
+        return any(getattr(layer.cal_block, "uses_span", False) for layer in self.cal_layers())
+
+    def remove(self) -> nn.Module:
+        """Put the host layers back and give the bare base model back (blocks detached)."""
         layers = hf.decoder_layers(self.base)
-        first = min(int(i) for i in self.cal_blocks)
-        self._handles = [
-            self.base.register_forward_pre_hook(self._start, with_kwargs=True),
-            self.base.register_forward_hook(self._finish, always_call=True),
-            layers[0].register_forward_pre_hook(self._enter_prefix),
-        ]
-        for key in self.cal_blocks:
-            self._handles.append(
-                layers[int(key)].register_forward_hook(self._block_hook(int(key), first))
-            )
+        for i, layer in enumerate(layers):
+            if isinstance(layer, CalyrexLayer):
+                layers[i] = layer.host
+        return self.base
 
-    def _start(self, module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        """Read the system span of this call (pre-hook of the causal LM)."""
-        system_mask = kwargs.pop("system_mask", None)
-        tokens, attention_mask, cache = hf.call_inputs(args, kwargs)
-        past = hf.cache_length(cache)
-        if system_mask is None and self._pending_system_mask is not None and past == 0:
-            system_mask = self._pending_system_mask  # handed over by generate()
-            # generate() expands rows for beams / several return sequences (repeat_interleave)
-            system_mask = system_mask.repeat_interleave(
-                tokens.shape[0] // system_mask.shape[0], dim=0
-            )
-            # without a cache each step recomputes prompt + generated tokens, never system span
-            system_mask = F.pad(system_mask, (0, tokens.shape[1] - system_mask.shape[1]))
-        if past > 0:
-            store = getattr(cache, "_calyrex_span", None)
-            if store is None:
-                raise ValueError(
-                    "this cache was not produced by a calyrex model: its system span is unknown"
-                )
-            self._span = SpanContext.continuation(store, past, tokens.shape[1])
-            return args, kwargs
-        batch, length = tokens.shape[:2]
-        if system_mask is None and self.markers is not None and tokens.dim() == 2:
-            mask2d = (
-                attention_mask
-                if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2
-                else None
-            )
-            system_mask = detect_system_mask(tokens, mask2d, self.markers)
+    # -- the span of a call --------------------------------------------------------------------
+    def span_mask(
+        self,
+        input_ids: torch.Tensor | None,
+        attention_mask: Any,
+        system_mask: torch.Tensor | None,
+        past: int = 0,
+    ) -> torch.Tensor | None:
+        """(B, W) absolute span of a call from its chunk-aligned ``system_mask`` or the fallback."""
         if system_mask is None:
-            system_mask = torch.zeros(batch, length, dtype=torch.bool, device=tokens.device)
-        system_mask = system_mask.to(tokens.device).bool()
-        if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2:
-            system_mask = system_mask & attention_mask.bool()  # padding is never a key
-        self._span = SpanContext.prefill(system_mask)
-        return args, kwargs
-
-    def _finish(self, module: nn.Module, args: tuple, output: Any) -> Any:
-        """Leave the span's keys/values on the returned cache for the decode steps."""
-        if self._prefix_grad is not None:  # the prefix raised before reaching the first block
-            torch.set_grad_enabled(self._prefix_grad)
-            self._prefix_grad = None
-        cache = hf.output_cache(output) if output is not None else None
-        if cache is not None and self._span is not None and not hasattr(cache, "_calyrex_span"):
-            cache._calyrex_span = self._span.store
-        return output
-
-    def _enter_prefix(self, module: nn.Module, args: tuple) -> None:
-        """Layers below the first block run without autograd when nothing there is trainable."""
-        if torch.is_grad_enabled() and not self._prefix_trainable():
-            self._prefix_grad = True
-            torch.set_grad_enabled(False)
-
-    def _prefix_trainable(self) -> bool:
-        first = min(int(i) for i in self.cal_blocks)
-        layers = hf.decoder_layers(self.base)
-        modules = [self.base.get_input_embeddings(), *layers[: first + 1]]
-        return any(p.requires_grad for m in modules for p in m.parameters())
-
-    def _block_hook(self, layer: int, first: int):  # noqa: ANN202
-        block = self.cal_blocks[str(layer)]
-
-        def hook(module: nn.Module, args: tuple, output: Any) -> Any:
-            if layer == first and self._prefix_grad is not None:
-                torch.set_grad_enabled(self._prefix_grad)
-                self._prefix_grad = None
-            h = hf.layer_hidden(output)  # (B, T, D)
-            if self.checkpoint_blocks and self.training and torch.is_grad_enabled():
-                h = checkpoint(block, h, self._span, layer, use_reentrant=False)
-            else:
-                h = block(h, self._span, layer)
-            return hf.with_layer_hidden(output, h)
-
-        return hook
+            if past > 0 or not self.uses_span:
+                return None  # a continuation: the span is on the cache
+            if self.markers is None or input_ids is None or input_ids.dim() != 2:
+                warnings.warn(
+                    "calyrex: no system_mask and no fallback span markers "
+                    f"({self.markers_reason}): the CAL blocks see no system prompt in this call, "
+                    "so the model runs as its base model; pass system_mask (calyrex.encode_chat)",
+                    stacklevel=3,
+                )
+                return None
+            system_mask = detect_system_mask(input_ids, _mask2d(attention_mask), self.markers)
+        system_mask = system_mask.bool()
+        mask2d = _mask2d(attention_mask)
+        if mask2d is not None:  # padding is never a key
+            system_mask = system_mask & mask2d[:, -system_mask.shape[1] :].to(system_mask.device).bool()
+        return F.pad(system_mask, (past, 0)) if past else system_mask
 
     # -- the HF-facing surface -----------------------------------------------------------------
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.base(*args, **kwargs)
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        system_mask: torch.Tensor | None = None,
+        calyrex_system_mask: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The HF forward plus ``system_mask`` (B, T): 1 on this call's system-content tokens.
 
-    def generate(self, *args: Any, system_mask: torch.Tensor | None = None, **kwargs: Any) -> Any:
-        """HF ``generate`` with the system span: its keys/values are computed once at prefill."""
-        self._pending_system_mask = system_mask
-        try:
-            return self.base.generate(*args, **kwargs)
-        finally:
-            self._pending_system_mask = None
+        ``calyrex_system_mask`` (B, W) is the same mask in absolute positions from the start of
+        the sequence (what ``generate`` passes at every step; positions ≥ W are not span).
+        """
+        tokens = input_ids if input_ids is not None else inputs_embeds
+        cache = hf.layer_cache(kwargs)
+        past = hf.cache_length(cache)
+        if system_mask is not None and tokens is not None and system_mask.shape[:2] != tokens.shape[:2]:
+            raise ValueError(
+                f"system_mask has shape {tuple(system_mask.shape)} but the call has "
+                f"{tuple(tokens.shape[:2])} tokens; pass calyrex_system_mask for absolute positions"
+            )
+        span = calyrex_system_mask
+        if span is None:
+            span = self.span_mask(input_ids, attention_mask, system_mask, past)
+        if span is not None:
+            kwargs[SYSTEM_MASK_KW] = span.to(tokens.device if tokens is not None else span.device)
+        if cache is None and self.uses_span and tokens is not None:  # one per call, for its layers
+            kwargs[CAL_CACHE_KW] = CALCache.fresh(tokens.shape[0], tokens.device)
+        if self._frozen_prefix(input_ids, inputs_embeds):
+            with torch.no_grad():
+                inputs_embeds = self.base.get_input_embeddings()(input_ids)
+            # detached: a hook such as enable_input_require_grads may have marked it
+            inputs_embeds, input_ids = inputs_embeds.detach(), None
+        return self.base(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            labels=labels,
+            **kwargs,
+        )
 
+    def _frozen_prefix(self, input_ids: Any, inputs_embeds: Any) -> bool:
+        """Nothing below the first block needs a graph: neither its weights nor its input."""
+        if not torch.is_grad_enabled() or input_ids is None or inputs_embeds is not None:
+            return False
+        layers = hf.decoder_layers(self.base)
+        first = min(layer.index for layer in self.cal_layers())
+        modules = [self.base.get_input_embeddings(), *layers[: first + 1]]
+        return not any(
+            p.requires_grad for m in modules for n, p in m.named_parameters() if not is_adapter_param(n)
+        )
+
+    def generate(
+        self,
+        inputs: torch.Tensor | None = None,
+        system_mask: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """HF ``generate`` with the system span; ``system_mask`` covers the ``input_ids`` given."""
+        input_ids = kwargs.pop("input_ids", inputs)
+        starts = hf.cache_length(hf.layer_cache(kwargs)) == 0
+        if kwargs.get(SYSTEM_MASK_KW) is None and (system_mask is not None or starts):
+            span = self.span_mask(input_ids, kwargs.get("attention_mask"), system_mask)
+            kwargs[SYSTEM_MASK_KW] = span  # absolute: it covers the whole input_ids given
+        return GenerationMixin.generate(self, input_ids, **kwargs)
+
+    # GenerationMixin asks the model these; answer for the host model, not for this wrapper
+    def prepare_inputs_for_generation(self, input_ids: torch.Tensor, **kwargs: Any) -> Any:
+        return self.base.prepare_inputs_for_generation(input_ids, **kwargs)
+
+    def _supports_logits_to_keep(self) -> bool:
+        return self.base._supports_logits_to_keep()
+
+    def _valid_auto_compile_criteria(self, *args: Any, **kwargs: Any) -> bool:
+        return False  # HF would compile the host's forward, which skips this one
+
+    # -- training conveniences -----------------------------------------------------------------
     def activation_checkpointing_enable(
         self, activation_checkpointing_kwargs: dict | None = None, **kw: Any
     ) -> None:
@@ -165,7 +235,8 @@ class CalyrexModel(nn.Module):
             enable(activation_checkpointing_kwargs=kwargs, **kw)
         else:  # transformers < 5.20
             self.base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-        self.checkpoint_blocks = True
+        for layer in self.cal_layers():
+            layer.checkpoint_block = True
 
     def activation_checkpointing_disable(self) -> None:
         disable = (
@@ -173,7 +244,8 @@ class CalyrexModel(nn.Module):
             or self.base.gradient_checkpointing_disable
         )
         disable()
-        self.checkpoint_blocks = False
+        for layer in self.cal_layers():
+            layer.checkpoint_block = False
 
     def gradient_checkpointing_enable(
         self, gradient_checkpointing_kwargs: dict | None = None
@@ -183,29 +255,51 @@ class CalyrexModel(nn.Module):
     def gradient_checkpointing_disable(self) -> None:
         self.activation_checkpointing_disable()
 
-    def span_kv(self, cache: Any) -> SpanKV | None:
-        """The CAL keys/values a prefill left on ``cache`` (to reuse across conversations)."""
-        return getattr(cache, "_calyrex_span", None)
+    # -- adapter state -------------------------------------------------------------------------
+    def span_kv(self, cache: Any) -> CALCache | None:
+        """The CAL keys/values a call left on ``cache`` (to reuse across conversations)."""
+        return cal_cache(cache)
 
     def adapter_state_dict(self) -> dict[str, torch.Tensor]:
-        return {k: v for k, v in self.state_dict().items() if is_adapter_param(k)}
+        """Adapter tensors under their file names: ``cal_blocks.<layer>.<block parameter>``."""
+        return {
+            f"cal_blocks.{i}.{name}": tensor
+            for i, block in self.cal_blocks.items()
+            for name, tensor in block.state_dict().items()
+        }
+
+    def load_adapter_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Inverse of :meth:`adapter_state_dict` (keys checked by the caller)."""
+        for i, block in self.cal_blocks.items():
+            prefix = f"cal_blocks.{i}."
+            block.load_state_dict(
+                {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+            )
+
+    def adapter_record(self) -> dict[str, Any]:
+        """What ``adapter_config.json`` says about this adapter (weights' checksum added at save)."""
+        return {
+            "calyrex_version": __version__,
+            "method": self.method,
+            "config": self.adapter_config.to_dict(),
+            "base_model": hf.base_identity(self.base),
+            "span_markers": self.markers.to_dict() if self.markers else None,
+        }
 
     def save_adapter(self, directory: str) -> None:
-        from .adapter_io import save_adapter
-
-        save_adapter(self, directory)
-
-    def remove(self) -> nn.Module:
-        """Take the hooks off and give the bare base model back."""
-        for handle in self._handles:
-            handle.remove()
-        return self.base
+        write_adapter(directory, self.adapter_state_dict(), self.adapter_record())
 
     def __getattr__(self, name: str) -> Any:
         try:
             return super().__getattr__(name)
         except AttributeError:
             return getattr(super().__getattr__("base"), name)
+
+
+def _mask2d(attention_mask: Any) -> torch.Tensor | None:
+    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2:
+        return attention_mask
+    return None
 
 
 def count_trainable(model: nn.Module) -> int:

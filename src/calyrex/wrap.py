@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -10,7 +11,7 @@ from torch import nn
 from . import hf
 from .block import CALBlock
 from .config import CalyrexConfig
-from .markers import span_markers
+from .markers import span_markers_reason
 from .model import CalyrexModel
 
 
@@ -23,6 +24,15 @@ def place(model: nn.Module, blocks: dict[int, nn.Module]) -> dict[int, nn.Module
     return blocks
 
 
+def seeded(seed: int | None, build: Any) -> Any:
+    """``build()`` with the CPU RNG seeded, leaving the process-wide RNG as it was."""
+    if seed is None:
+        return build()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build()
+
+
 def wrap(
     model: nn.Module,
     config: CalyrexConfig | None = None,
@@ -32,16 +42,18 @@ def wrap(
     """Freeze ``model`` and insert CAL blocks; the result equals ``model`` bit for bit at init.
 
     ``tokenizer`` (optional) gives the fallback span markers for calls that pass only input_ids.
+    ``seed`` seeds the blocks' initialisation without touching the process-wide RNG.
     """
-    hf.decoder_layers(model)  # fails early, naming an unsupported architecture
+    layers = hf.decoder_layers(model)  # fails early, naming an unsupported architecture
     cfg = (config or CalyrexConfig()).resolve(model.config)
-    if seed is not None:
-        torch.manual_seed(seed)
+    if cfg.init_from_host and getattr(layers[cfg.layers[0]].self_attn.q_proj, "bias", None) is not None:
+        cfg = dataclasses.replace(cfg, attention_bias=True)  # copy the host's q/k/v biases too
     hidden = model.config.hidden_size
-    blocks = {i: CALBlock(hidden, cfg) for i in cfg.layers}
+    blocks = seeded(seed, lambda: {i: CALBlock(hidden, cfg) for i in cfg.layers})
     if cfg.init_from_host:
-        layers = hf.decoder_layers(model)
         for i, block in blocks.items():
             block.copy_from_host(layers[i])
-    markers = span_markers(tokenizer) if tokenizer is not None else None
-    return CalyrexModel(model, place(model, blocks), "calyrex", cfg, markers)
+    markers, reason = span_markers_reason(tokenizer) if tokenizer is not None else (None, "")
+    return CalyrexModel(
+        model, place(model, blocks), "calyrex", cfg, markers, reason or "no tokenizer was given"
+    )

@@ -36,7 +36,7 @@ def load_model(model: str, adapter: str | None, device: str, dtype: str) -> tupl
     hf_model = hf_model.to(device).eval()
     if adapter is None:
         return hf_model, tok
-    from ..adapter_io import load_adapter
+    from ..loading import load_adapter
 
     adapted = load_adapter(hf_model, adapter, tokenizer=tok)
     if hasattr(adapted, "merge_and_unload"):  # PEFT (LoRA): merged weights, the same forward

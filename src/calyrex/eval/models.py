@@ -11,7 +11,7 @@ from typing import Any
 
 def attach_adapter(model: Any, adapter: str, tokenizer: Any = None) -> Any:
     """``model`` with the adapter at ``adapter`` loaded (eval mode): CAL, ParallelMLP or PEFT LoRA."""
-    from ..adapter_io import load_adapter
+    from ..loading import load_adapter
 
     return load_adapter(model, adapter, tokenizer=tokenizer).eval()
 

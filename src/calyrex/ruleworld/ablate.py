@@ -31,7 +31,7 @@ def ablate_ruleworld(
     steps: int | None = None,
 ) -> tuple[dict[str, dict], dict]:
     """Rows ``{"base" | preset: {"layers", "trainable_params", metric: value}}`` and the setup."""
-    from ..adapter_io import load_adapter
+    from ..loading import load_adapter
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     cfg = QUICK if quick else FULL

@@ -37,7 +37,7 @@ def evaluate(
     """Evaluate a model (default: the shipped backbone), optionally with an adapter, on RuleWorld."""
     import torch
 
-    from ..adapter_io import load_adapter
+    from ..loading import load_adapter
     from .evaluate import QUICK, EvalConfig
     from .evaluate import evaluate as _evaluate
     from .pretrain import load_backbone

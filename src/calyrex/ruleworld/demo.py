@@ -107,7 +107,7 @@ def run_demo(
     pretrain: bool = False,
 ) -> dict:
     """Train calyrex / LoRA / ParallelMLP on RuleWorld, evaluate them and the base, tabulate."""
-    from ..adapter_io import load_adapter
+    from ..loading import load_adapter
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     start, root, cfg = time.time(), Path(out), QUICK if quick else FULL

@@ -16,7 +16,7 @@ import torch
 from ..baselines import matched_counts
 from ..chat import pad_batch
 from ..config import CalyrexConfig
-from ..markers import span_markers
+from ..markers import span_markers_reason
 from ..methods import adapt
 from ..model import CalyrexModel, count_trainable
 from .config import TrainConfig
@@ -138,7 +138,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     counts = matched_counts(base, cal_cfg)
     model = adapt(base, cfg.method, cal_cfg, seed=cfg.seed)
     if isinstance(model, CalyrexModel):
-        model.markers = span_markers(tok)  # the input_ids-only fallback travels with the adapter
+        # the input_ids-only fallback travels with the adapter
+        model.markers, model.markers_reason = span_markers_reason(tok)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     trainable = count_trainable(model)

@@ -45,7 +45,7 @@ class AdapterTrainer(Trainer):
             return super()._load_from_checkpoint(resume_from_checkpoint, model)
         directory = Path(resume_from_checkpoint)
         state = read_weights(directory, read_config(directory))
-        target.load_state_dict(state, strict=False)
+        target.load_adapter_state_dict(state)
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         """Write into ``OUT/.staging/checkpoint-N`` then rename: a kill never leaves half a checkpoint."""

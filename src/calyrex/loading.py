@@ -1,0 +1,72 @@
+"""``load_adapter``: files (checked by ``calyrex.adapter_io``) → a wrapped model (``calyrex.methods``)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from torch import nn
+
+from .adapter_io import (
+    WEIGHTS_NAME,
+    AdapterError,
+    check_base,
+    is_peft_adapter,
+    read_config,
+    read_weights,
+    resolve_dir,
+)
+from .markers import SpanMarkers, span_markers_reason
+from .methods import build
+
+
+def load_adapter(
+    model: nn.Module,
+    path_or_id: str | os.PathLike,
+    revision: str | None = None,
+    tokenizer: Any = None,
+) -> nn.Module:
+    """Wrap ``model`` with the adapter saved at ``path_or_id`` (a directory or a hub id).
+
+    CALYREX and ParallelMLP adapters are checked and loaded here; a PEFT (LoRA) adapter is
+    handed to PEFT's own loader. ``tokenizer`` (optional) rebuilds the fallback span markers;
+    without it the markers saved with the adapter are used.
+    """
+    directory = resolve_dir(path_or_id, revision)
+    if is_peft_adapter(directory):
+        from peft import PeftModel
+
+        return PeftModel.from_pretrained(model, str(directory))
+    config = read_config(directory)
+    check_base(config, model, directory)
+    state = read_weights(directory, config)
+    wrapped = build(config["method"], model, config["config"])
+    expected = set(wrapped.adapter_state_dict())
+    if set(state) != expected:
+        wrapped.remove()
+        raise AdapterError(
+            f"{directory / WEIGHTS_NAME} does not match its config: missing "
+            f"{sorted(expected - set(state))[:4]}, unexpected {sorted(set(state) - expected)[:4]}"
+        )
+    try:
+        wrapped.load_adapter_state_dict(state)
+    except RuntimeError as err:
+        wrapped.remove()
+        raise AdapterError(
+            f"{directory / WEIGHTS_NAME} has tensors of the wrong shape: {err}"
+        ) from err
+    if tokenizer is not None:
+        wrapped.markers, wrapped.markers_reason = span_markers_reason(tokenizer)
+    elif config.get("span_markers"):
+        wrapped.markers = SpanMarkers.from_dict(config["span_markers"])
+    else:
+        wrapped.markers_reason = "the adapter was saved without them; pass tokenizer="
+    return wrapped
+
+
+def save_adapter(model: nn.Module, directory: str | os.PathLike) -> None:
+    """Write a calyrex model's adapter (``model.save_adapter``); PEFT models save themselves."""
+    if hasattr(model, "save_adapter"):
+        model.save_adapter(str(directory))
+    else:
+        model.save_pretrained(str(directory))
