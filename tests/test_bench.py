@@ -70,11 +70,12 @@ def test_shared_prompt_equals_prefilling_every_row():
 
 
 def test_sharing_refuses_a_multi_row_store():
-    store = calyrex.span.SpanKV(
-        torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.bool)
-    )
+    model = calyrex.wrap(tiny_model("qwen2"), calyrex.CalyrexConfig(placement="last"))
+    ids = torch.randint(0, 384, (2, 6), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = model(input_ids=ids, system_mask=torch.ones_like(ids), use_cache=True)
     with pytest.raises(ValueError, match="one-row"):
-        shared_prompt.expand_span_kv(store, 4)
+        shared_prompt.share(model, hf.output_cache(out), 4)
 
 
 def test_cpu_memory_meter_counts_a_known_peak():
@@ -125,7 +126,7 @@ def test_unmasked_decode_path_equals_the_masked_one():
             model(input_ids=ids[:, :-2], system_mask=system_mask[:, :-2], use_cache=True)
         )
         store = model.span_kv(cache)
-        span = calyrex.span.SpanContext.continuation(store, 12, 2)
+        span = store.begin(None, past=12, length=2, batch=2)
         assert span.full and not span.empty
         block, layer = next((b, int(i)) for i, b in model.cal_blocks.items())
         h = torch.randn(2, 2, 32)

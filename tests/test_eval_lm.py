@@ -96,10 +96,12 @@ def test_local_tasks_offline_receive_the_encode_chat_span(saved, monkeypatch):
     model = lm.model
     assert isinstance(model, calyrex.CalyrexModel)
     seen = {"call": [], "generate": []}
-    model.register_forward_pre_hook(
-        lambda m, args, kwargs: seen["call"].append((args[0], kwargs["system_mask"])),
-        with_kwargs=True,
-    )
+
+    def on_call(m, args, kwargs):  # the log-likelihood path (generate's steps pass kwargs)
+        if args:
+            seen["call"].append((args[0], kwargs["system_mask"]))
+
+    model.register_forward_pre_hook(on_call, with_kwargs=True)
     original = model.generate
 
     def spy(*args, **kwargs):

@@ -100,7 +100,9 @@ class CALBlock(nn.Module):
             k, v = span.store.update(layer, span.keys_before, *self.span_kv(x, span.gather_idx))
         else:
             k, v = span.store.kv[layer]  # (B, Hkv, S, Dh)
-        q = self.cal_q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
+        q = (
+            self.cal_q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        )  # (B, H, T, Dh)
         # Rows with no visible key would softmax over an empty set (NaN): let them see every
         # key here and discard their output below. When every query sees every key (decode
         # steps of unpadded spans) there is no mask at all, so SDPA can use its fastest kernel.
@@ -142,7 +144,9 @@ class ParallelMLPBlock(nn.Module):
         super().__init__()
         self.cal_mlp = SwiGLU(hidden, width, eps, std)
 
-    def forward(self, h: torch.Tensor, span: SpanStep | None = None, layer: int = 0) -> torch.Tensor:
+    def forward(
+        self, h: torch.Tensor, span: SpanStep | None = None, layer: int = 0
+    ) -> torch.Tensor:
         return h + self.cal_mlp(h)
 
 

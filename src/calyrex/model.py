@@ -47,7 +47,9 @@ class BlockView(Mapping):
     """
 
     def __init__(self, layers: nn.ModuleList) -> None:
-        self._layers = {str(layer.index): layer for layer in layers if isinstance(layer, CalyrexLayer)}
+        self._layers = {
+            str(layer.index): layer for layer in layers if isinstance(layer, CalyrexLayer)
+        }
 
     def __getitem__(self, key: str) -> nn.Module:
         return self._layers[str(key)].cal_block
@@ -88,7 +90,9 @@ class CalyrexModel(nn.Module, GenerationMixin):
         self.base = base
         readers = [i for i, b in blocks.items() if getattr(b, "uses_span", False)]
         for i, block in sorted(blocks.items()):
-            layers[i] = CalyrexLayer(layers[i], block, i, opens_span=bool(readers) and i == min(readers))
+            layers[i] = CalyrexLayer(
+                layers[i], block, i, opens_span=bool(readers) and i == min(readers)
+            )
         self.method = method
         self.adapter_config = config
         self.markers = markers
@@ -140,7 +144,9 @@ class CalyrexModel(nn.Module, GenerationMixin):
         system_mask = system_mask.bool()
         mask2d = _mask2d(attention_mask)
         if mask2d is not None:  # padding is never a key
-            system_mask = system_mask & mask2d[:, -system_mask.shape[1] :].to(system_mask.device).bool()
+            system_mask = (
+                system_mask & mask2d[:, -system_mask.shape[1] :].to(system_mask.device).bool()
+            )
         return F.pad(system_mask, (past, 0)) if past else system_mask
 
     # -- the HF-facing surface -----------------------------------------------------------------
@@ -163,7 +169,11 @@ class CalyrexModel(nn.Module, GenerationMixin):
         tokens = input_ids if input_ids is not None else inputs_embeds
         cache = hf.layer_cache(kwargs)
         past = hf.cache_length(cache)
-        if system_mask is not None and tokens is not None and system_mask.shape[:2] != tokens.shape[:2]:
+        if (
+            system_mask is not None
+            and tokens is not None
+            and system_mask.shape[:2] != tokens.shape[:2]
+        ):
             raise ValueError(
                 f"system_mask has shape {tuple(system_mask.shape)} but the call has "
                 f"{tuple(tokens.shape[:2])} tokens; pass calyrex_system_mask for absolute positions"
@@ -197,7 +207,10 @@ class CalyrexModel(nn.Module, GenerationMixin):
         first = min(layer.index for layer in self.cal_layers())
         modules = [self.base.get_input_embeddings(), *layers[: first + 1]]
         return not any(
-            p.requires_grad for m in modules for n, p in m.named_parameters() if not is_adapter_param(n)
+            p.requires_grad
+            for m in modules
+            for n, p in m.named_parameters()
+            if not is_adapter_param(n)
         )
 
     def generate(

@@ -22,28 +22,16 @@ import torch
 
 from . import hf
 from .model import CalyrexModel
-from .span import SpanKV
-
-
-def expand_span_kv(store: SpanKV, batch: int) -> SpanKV:
-    """Make a one-row store serve ``batch`` rows in place, as views of the same memory."""
-    if store.key_pos.shape[0] != 1:
-        raise ValueError(f"only a one-row store can be shared, got {store.key_pos.shape[0]} rows")
-    store.key_pos = store.key_pos.expand(batch, -1)  # (B, S)
-    store.key_valid = store.key_valid.expand(batch, -1)  # (B, S)
-    for layer, (k, v) in store.kv.items():  # (1, Hkv, S, Dh) → (B, Hkv, S, Dh)
-        store.kv[layer] = (k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1))
-    return store
+from .span import batch_repeat_interleave, cal_cache
 
 
 def share(model: CalyrexModel, cache: Any, batch: int) -> Any:
     """Turn the cache of a one-row prompt prefill into the start of ``batch`` conversations."""
-    store = model.span_kv(cache)
-    if store is None:
+    if cal_cache(cache) is None:
         raise ValueError("this cache was not produced by a calyrex model: no system keys/values")
-    cache.batch_repeat_interleave(batch)
-    expand_span_kv(store, batch)
-    return cache
+    if cal_cache(cache).batch != 1:
+        raise ValueError(f"only a one-row prefill can be shared, got {cal_cache(cache).batch} rows")
+    return batch_repeat_interleave(cache, batch)  # CAL keys/values: views of the one row
 
 
 @torch.no_grad()

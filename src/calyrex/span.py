@@ -63,9 +63,7 @@ class CALCache:
     def batch(self) -> int:
         return self.key_pos.shape[0]
 
-    def begin(
-        self, new_span: torch.Tensor | None, past: int, length: int, batch: int
-    ) -> SpanStep:
+    def begin(self, new_span: torch.Tensor | None, past: int, length: int, batch: int) -> SpanStep:
         """Open the step of a call of ``length`` tokens after ``past``; ``new_span`` (B, T) or None."""
         if past == 0:
             self._restart(batch)

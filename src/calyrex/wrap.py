@@ -46,7 +46,10 @@ def wrap(
     """
     layers = hf.decoder_layers(model)  # fails early, naming an unsupported architecture
     cfg = (config or CalyrexConfig()).resolve(model.config)
-    if cfg.init_from_host and getattr(layers[cfg.layers[0]].self_attn.q_proj, "bias", None) is not None:
+    if (
+        cfg.init_from_host
+        and getattr(layers[cfg.layers[0]].self_attn.q_proj, "bias", None) is not None
+    ):
         cfg = dataclasses.replace(cfg, attention_bias=True)  # copy the host's q/k/v biases too
     hidden = model.config.hidden_size
     blocks = seeded(seed, lambda: {i: CALBlock(hidden, cfg) for i in cfg.layers})

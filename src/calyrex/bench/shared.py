@@ -83,9 +83,10 @@ def run(
         idx = torch.arange(HEADER, HEADER + case.system, device=device).expand(case.batch, -1)
         per_row = _span_kv_seconds(model, x, idx, case.batch, device)
         once = _span_kv_seconds(model, x, idx, 1, device)
+        blocks = len(model.cal_blocks)
     finally:
         model.remove()
-    blocks, resolved = len(model.cal_blocks), cal.resolve(backbone.config)
+    resolved = cal.resolve(backbone.config)
     kv_bytes = (
         2 * blocks * resolved.num_kv_heads * resolved.head_dim * case.system * x.element_size()
     )
