@@ -17,8 +17,10 @@ template renders them. ``Rendered.history_end`` then marks the earlier assistant
 
 from __future__ import annotations
 
+import datetime
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +69,29 @@ def apply_template(
                 "anchor; merge the rules into the first user message or use another model)"
             )
         raise ChatTemplateError(why) from err
+
+
+@contextmanager
+def template_today(day: datetime.date) -> Iterator[None]:
+    """Render templates as if today were ``day`` (their ``strftime_now``; Llama 3.2, Mistral-Small).
+
+    transformers' ``strftime_now`` reads ``datetime.now()`` of its module and cannot be passed as
+    a template variable (variables are converted to plain data), so the module's ``datetime`` is
+    swapped for the duration: process-wide, for marker building and tests only.
+    """
+    from transformers.utils import chat_template_utils as ctu
+
+    class Fixed(datetime.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> datetime.datetime:  # noqa: ARG003
+            return cls(day.year, day.month, day.day, 12)
+
+    saved = ctu.datetime
+    ctu.datetime = Fixed
+    try:
+        yield
+    finally:
+        ctu.datetime = saved
 
 
 def _check_roles(conversation: Sequence[Message]) -> None:
