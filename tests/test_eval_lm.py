@@ -153,3 +153,31 @@ def test_without_chat_template_there_is_no_span_and_the_base_model_is_reproduced
 
     insts = [Instance("loglikelihood", {}, r, 0) for r in reqs]
     assert cal.loglikelihood(insts) == base.loglikelihood(insts)
+
+
+def test_lm_eval_path_and_encode_chat_give_the_same_replies(saved):
+    """The same conversations through lm-eval (render → ids → model) and through the
+    ``encode_chat`` runners (``Generator``) give the same greedy replies from one CAL model,
+    including a system prompt the input_ids-only fallback alone would not see the same way."""
+    from lm_eval.api.instance import Instance
+
+    from calyrex.eval.generate import Generator
+    from calyrex.eval.lm import CalyrexLM
+
+    root, tok = saved
+    lm = CalyrexLM(
+        pretrained=str(root / "base"), adapter=str(root / "adapter"), device="cpu", dtype="float32"
+    )
+    convs = [
+        [{"role": "system", "content": s}, {"role": "user", "content": q}]
+        for s in (SYSTEM, "\n  Never reveal the secret word.  ")
+        for q in QUESTIONS
+    ] + [[{"role": "user", "content": QUESTIONS[0]}]]
+    args = {"until": ["<|im_end|>"], "max_gen_toks": 6, "do_sample": False}
+    reqs = [Instance("generate_until", {}, (lm.apply_chat_template(c), args), 0) for c in convs]
+    via_lm_eval = lm.generate_until(reqs)
+    tok = lm.tokenizer  # as loaded from disk: the tokenizer both paths must share
+    via_encode_chat = Generator(lm.model, tok, max_new_tokens=6, batch_size=2).chat(convs)
+    assert via_lm_eval == [r.split("<|im_end|>")[0] for r in via_encode_chat]
+    base = Generator(calyrex.testing.tiny_model("qwen2"), tok, max_new_tokens=6).chat(convs)
+    assert base != via_encode_chat  # the span reached the CAL blocks

@@ -1,14 +1,28 @@
 """The system span from the structure of a conversation (architecture.md, "The system span").
 
-A conversation is rendered with the tokenizer's own chat template; message contents are
-located by rendering the same conversation with unguessable placeholders, never by searching
-user text. Template text is tokenised with special tokens; message contents are tokenised with
-``split_special_tokens=True``, so a user writing ``<|im_start|>system`` gets plain text.
+**One definition.** The span is the set of tokens whose characters come from the content of the
+caller's leading system message, as the chat template printed it. A token that straddles a
+boundary (Qwen's header ``\\n`` merged with a system prompt that starts with a newline, a final
+``.`` merged with the template's ``\\n\\n``) is span iff it holds at least one character of the
+system content and none of any other message's content: template text is trusted, user text
+never is. Template-injected text is not span: a default system prompt (Qwen2.5 "You are Qwen,
+...", Mistral-Small's dated default), a tools block, Llama 3's "Cutting Knowledge Date / Today
+Date" preamble. A system message that renders exactly like no system message (an empty one
+under Llama 3, or one equal to the template's default) is no span either: the same tokens arise
+without it, and the input_ids-only fallback (:mod:`calyrex.markers`) must give the same span.
+
+**Token parity.** The ids are the tokenizer's own tokenisation of the rendered string, so they
+equal ``tokenizer.apply_chat_template(..., tokenize=True)`` — the tokens every server feeds the
+model — on byte-level BPE and SentencePiece alike. The only exception keeps user text plain: a
+message content that contains a special-token string (``<|im_start|>``) is tokenised with
+``split_special_tokens=True`` inside the piece of text between the template's own special
+tokens, so it can never produce a special token. Offsets (fast tokenizers) map tokens to
+characters.
 """
 
 from __future__ import annotations
 
-import secrets
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,12 +30,21 @@ from typing import Any
 import torch
 from transformers import BatchEncoding
 
-Message = dict[str, Any]
+from .render import ChatTemplateError, Message, Rendered, render, system_is_default
+
 IGNORE_INDEX = -100
 
-
-class ChatTemplateError(ValueError):
-    """The tokenizer has no chat template, or one calyrex cannot map to message boundaries."""
+__all__ = [
+    "IGNORE_INDEX",
+    "ChatTemplateError",
+    "Segment",
+    "SystemPromptTruncatedError",
+    "encode_chat",
+    "encode_one",
+    "pad_batch",
+    "segments",
+    "tokenise",
+]
 
 
 class SystemPromptTruncatedError(ValueError):
@@ -34,69 +57,70 @@ class Segment:
     role: str | None  # None for template text; the message role for message content
 
 
-def _template(tokenizer: Any, conversation: Sequence[Message], add_generation_prompt: bool) -> str:
-    if not getattr(tokenizer, "chat_template", None):
-        raise ChatTemplateError(
-            f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template; "
-            "calyrex needs it to find the system prompt (set tokenizer.chat_template)"
-        )
-    return tokenizer.apply_chat_template(
-        list(conversation), tokenize=False, add_generation_prompt=add_generation_prompt
+def _special_pattern(tokenizer: Any) -> re.Pattern | None:
+    """Regex of every special-token string, longest first (as the tokenizer's own splitter)."""
+    strings = {t.content for t in tokenizer.added_tokens_decoder.values() if t.special}
+    strings |= set(getattr(tokenizer, "all_special_tokens", []))
+    strings = sorted((s for s in strings if s), key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, strings))) if strings else None
+
+
+def _encode(tokenizer: Any, text: str, plain: bool) -> tuple[list[int], list[tuple[int, int]]]:
+    enc = tokenizer(
+        text,
+        add_special_tokens=False,
+        split_special_tokens=plain,
+        return_offsets_mapping=True,
     )
+    return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
 
 
-def _pieces(
-    tokenizer: Any, conversation: Sequence[Message], add_generation_prompt: bool
-) -> list[tuple[str, str | None]]:
-    """Split the rendered conversation into (text, role) pieces; role None = template text."""
-    slots = [f"CALYREXSLOT{secrets.token_hex(8)}X" for _ in conversation]
-    placeholder = [{**m, "content": s} for m, s in zip(conversation, slots, strict=True)]
-    rendered = _template(tokenizer, placeholder, add_generation_prompt)
-    template_text: list[str] = []
-    rest = rendered
-    for slot, message in zip(slots, conversation, strict=True):
-        head, sep, rest = rest.partition(slot)
-        if not sep or slot in rest:
-            raise ChatTemplateError(
-                f"the chat template does not place the {message['role']!r} message content exactly "
-                "once; calyrex cannot map message boundaries to tokens"
-            )
-        template_text.append(head)
-    template_text.append(rest)
-    real = _template(tokenizer, conversation, add_generation_prompt)
-    for transform in (lambda s: s, str.strip):  # some templates (Llama 3) trim contents
-        contents = [transform(str(m["content"])) for m in conversation]
-        pieces = [(template_text[0], None)]
-        for content, message, text in zip(contents, conversation, template_text[1:], strict=True):
-            pieces += [(content, message["role"]), (text, None)]
-        if "".join(p for p, _ in pieces) == real:
-            return pieces
-    raise ChatTemplateError("the chat template rewrites message contents; calyrex cannot map them")
+def tokenise(tokenizer: Any, rendered: Rendered) -> tuple[list[int], list[tuple[int, int]]]:
+    """(ids, character offsets) of a rendered conversation (module doc, "Token parity")."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise ChatTemplateError(
+            "calyrex needs a fast tokenizer (tokenizer.json) to map characters to tokens"
+        )
+    ids, offsets = _encode(tokenizer, rendered.text, plain=False)
+    pattern = _special_pattern(tokenizer)
+    if pattern is None:
+        return ids, offsets
+    inside = lambda pos: any(a <= pos < b for a, b, _ in rendered.contents)  # noqa: E731
+    hits = list(pattern.finditer(rendered.text))
+    if not any(inside(m.start()) for m in hits):
+        return ids, offsets
+    # pieces between the template's own special tokens; re-tokenise as plain text those that hold
+    # a special-token string written inside a message content
+    cuts = [0] + [x for m in hits if not inside(m.start()) for x in m.span()] + [len(rendered.text)]
+    pieces = [
+        (a, b)
+        for a, b in zip(cuts[::2], cuts[1::2], strict=True)
+        if any(a <= m.start() < b for m in hits)
+    ]
+    out_ids: list[int] = []
+    out_off: list[tuple[int, int]] = []
+    k = 0
+    for a, b in pieces:
+        while k < len(ids) and offsets[k][0] < a:
+            out_ids.append(ids[k])
+            out_off.append(offsets[k])
+            k += 1
+        while k < len(ids) and offsets[k][0] < b:
+            k += 1  # the tokeniser's own split of this piece, spoofed special tokens included
+        new_ids, new_off = _encode(tokenizer, rendered.text[a:b], plain=True)
+        out_ids += new_ids
+        out_off += [(s + a, e + a) for s, e in new_off]
+    return out_ids + ids[k:], out_off + offsets[k:]
 
 
-def _check_roles(conversation: Sequence[Message]) -> None:
-    for i, m in enumerate(conversation):
-        if not isinstance(m, dict) or "role" not in m or "content" not in m:
-            raise ValueError(f"message {i} must be a dict with 'role' and 'content', got {m!r}")
-        if m["role"] == "system" and i > 0:
-            raise ValueError(
-                "only the first message may be a system message (it anchors every turn)"
-            )
-
-
-def segments(
-    tokenizer: Any, conversation: Sequence[Message], add_generation_prompt: bool = False
-) -> list[Segment]:
-    """Token segments of one conversation, template text and message contents apart."""
-    _check_roles(conversation)
+def token_owners(
+    offsets: Sequence[tuple[int, int]], contents: Sequence[tuple[int, int, int]]
+) -> list[set[int]]:
+    """For each token, the indices of the messages whose content characters it holds."""
     out = []
-    for text, role in _pieces(tokenizer, conversation, add_generation_prompt):
-        if not text:
-            continue
-        ids = tokenizer(text, add_special_tokens=False, split_special_tokens=role is not None)[
-            "input_ids"
-        ]
-        out.append(Segment(list(ids), role))
+    for s, e in offsets:
+        e = max(e, s + 1)  # a zero-width token (a prepended ▁) belongs where it stands
+        out.append({i for a, b, i in contents if s < b and a < e})
     return out
 
 
@@ -105,26 +129,32 @@ def encode_one(
     conversation: Sequence[Message],
     add_generation_prompt: bool = False,
     max_length: int | None = None,
+    tools: Sequence[dict] | None = None,
+    **template_kwargs: Any,
 ) -> dict[str, list[int]]:
     """``input_ids``, ``system_mask`` and ``labels`` of one conversation, unpadded.
 
-    ``system_mask`` is 1 on the content of a leading system message. ``labels`` equal the ids on
-    assistant contents and the end-of-turn token that follows each, ``-100`` elsewhere.
+    ``system_mask`` is 1 on the span (module doc). ``labels`` equal the ids on assistant contents
+    and the end-of-turn token that follows each, ``-100`` elsewhere; where the template moved the
+    system prompt into the last user turn (``Rendered.history_end``), only the assistant turns
+    after it are labelled.
     """
-    ids: list[int] = []
-    system: list[int] = []
-    labels: list[int] = []
-    previous_role: str | None = None
-    for seg in segments(tokenizer, conversation, add_generation_prompt):
-        ids += seg.ids
-        system += [int(seg.role == "system")] * len(seg.ids)
-        if seg.role == "assistant":
-            labels += seg.ids
-        elif seg.role is None and previous_role == "assistant":
-            labels += seg.ids[:1] + [IGNORE_INDEX] * (len(seg.ids) - 1)  # the end-of-turn token
-        else:
-            labels += [IGNORE_INDEX] * len(seg.ids)
-        previous_role = seg.role
+    rendered = render(tokenizer, conversation, add_generation_prompt, tools, **template_kwargs)
+    ids, offsets = tokenise(tokenizer, rendered)
+    owners = token_owners(offsets, rendered.contents)
+    anchored = bool(conversation) and conversation[0]["role"] == "system"
+    if anchored and not rendered.history_end:
+        anchored = not system_is_default(
+            tokenizer, conversation, add_generation_prompt, tools, **template_kwargs
+        )
+    system = [int(anchored and o == {0}) for o in owners]
+    labels, previous = [], False
+    for tok, o in zip(ids, owners, strict=True):
+        answer = any(
+            conversation[i]["role"] == "assistant" and i >= rendered.history_end for i in o
+        )
+        labels.append(tok if answer or (previous and not o) else IGNORE_INDEX)
+        previous = answer
     if max_length is not None and len(ids) > max_length:
         if any(system[max_length:]):
             raise SystemPromptTruncatedError(
@@ -133,6 +163,22 @@ def encode_one(
             )
         ids, system, labels = ids[:max_length], system[:max_length], labels[:max_length]
     return {"input_ids": ids, "system_mask": system, "labels": labels}
+
+
+def segments(
+    tokenizer: Any, conversation: Sequence[Message], add_generation_prompt: bool = False
+) -> list[Segment]:
+    """Runs of tokens of one conversation: template text (role None) and message contents."""
+    rendered = render(tokenizer, conversation, add_generation_prompt)
+    ids, offsets = tokenise(tokenizer, rendered)
+    out: list[Segment] = []
+    for tok, o in zip(ids, token_owners(offsets, rendered.contents), strict=True):
+        role = conversation[min(o)]["role"] if o else None
+        if out and out[-1].role == role:
+            out[-1].ids.append(tok)
+        else:
+            out.append(Segment([tok], role))
+    return out
 
 
 def pad_batch(
@@ -163,14 +209,21 @@ def encode_chat(
     add_generation_prompt: bool = False,
     with_labels: bool = False,
     max_length: int | None = None,
+    tools: Sequence[dict] | None = None,
+    **template_kwargs: Any,
 ) -> BatchEncoding:
     """Encode conversations with the tokenizer's chat template and mark their system spans.
 
-    Returns ``input_ids``, ``attention_mask``, ``system_mask`` (1 on system-content tokens) and,
-    with ``with_labels``, ``labels`` (-100 except on assistant contents and their end-of-turn
-    token), padded on ``tokenizer.padding_side``.
+    Returns ``input_ids`` (equal to ``apply_chat_template(..., tokenize=True)``),
+    ``attention_mask``, ``system_mask`` (1 on the span, module doc) and, with ``with_labels``,
+    ``labels`` (-100 except on assistant contents and their end-of-turn token), padded on
+    ``tokenizer.padding_side``. ``tools`` and ``template_kwargs`` (``enable_thinking=``,
+    ``date_string=``) go to the template.
     """
     if conversations and isinstance(conversations[0], dict):
         conversations = [conversations]  # one conversation given bare
-    rows = [encode_one(tokenizer, c, add_generation_prompt, max_length) for c in conversations]
+    rows = [
+        encode_one(tokenizer, c, add_generation_prompt, max_length, tools, **template_kwargs)
+        for c in conversations
+    ]
     return pad_batch(tokenizer, rows, with_labels)

@@ -133,9 +133,14 @@ class CalyrexModel(nn.Module, GenerationMixin):
             if past > 0 or not self.uses_span:
                 return None  # a continuation: the span is on the cache
             if self.markers is None or input_ids is None or input_ids.dim() != 2:
+                why = (
+                    f"no fallback span markers ({self.markers_reason})"
+                    if self.markers is None
+                    else "the call has no 2-D input_ids for the fallback markers"
+                )
                 warnings.warn(
-                    "calyrex: no system_mask and no fallback span markers "
-                    f"({self.markers_reason}): the CAL blocks see no system prompt in this call, "
+                    f"calyrex: no system_mask and {why}: the CAL blocks see no system prompt "
+                    "in this call, "
                     "so the model runs as its base model; pass system_mask (calyrex.encode_chat)",
                     stacklevel=3,
                 )

@@ -74,6 +74,88 @@ def tiny_tokenizer(
     return out
 
 
+def sentencepiece_tokenizer(
+    specials: list[str],
+    bos: str | None,
+    eos: str,
+    pad: str | None = None,
+    chat_template: str | None = None,
+    vocab_size: int = 400,
+    corpus: list[str] | None = None,
+) -> PreTrainedTokenizerFast:
+    """A SentencePiece-style BPE (Metaspace ``▁``, byte fallback) as Llama 2 / Mistral v0.3 ship.
+
+    Like theirs, a piece of text that starts a segment gets a ``▁`` prefix (``prepend_scheme``
+    ``first``), so tokenising contents one by one would differ from tokenising the whole string.
+    """
+    import json
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(byte_fallback=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="▁", prepend_scheme="first", split=False
+    )
+    tok.decoder = decoders.Sequence(
+        [
+            decoders.Replace("▁", " "),
+            decoders.ByteFallback(),
+            decoders.Fuse(),
+            decoders.Strip(" ", 1, 0),
+        ]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=specials, show_progress=False
+    )
+    tok.train_from_iterator(corpus or _CORPUS, trainer=trainer)
+    spec = json.loads(tok.to_str())  # add the 256 byte tokens <0x00>…<0xFF> byte fallback needs
+    vocab = spec["model"]["vocab"]
+    for b in range(256):
+        vocab.setdefault(f"<0x{b:02X}>", len(vocab) + len(specials))
+    tok = Tokenizer.from_str(json.dumps(spec))
+    out = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=bos,
+        eos_token=eos,
+        pad_token=pad or eos,
+        additional_special_tokens=[s for s in specials if s not in (bos, eos, pad)],
+    )
+    out.chat_template = chat_template
+    return out
+
+
+def byte_level_tokenizer(
+    specials: list[str],
+    bos: str | None,
+    eos: str,
+    pad: str | None = None,
+    chat_template: str | None = None,
+    vocab_size: int = 400,
+) -> PreTrainedTokenizerFast:
+    """A byte-level BPE (as Qwen, Llama 3, Mistral Tekken) with these special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_CORPUS, trainer=trainer)
+    out = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=bos,
+        eos_token=eos,
+        pad_token=pad or eos,
+        additional_special_tokens=[s for s in specials if s not in (bos, eos, pad)],
+    )
+    out.chat_template = chat_template
+    return out
+
+
 def tiny_config(arch: str = "qwen2", vocab_size: int = 384, **overrides: Any) -> Any:
     """A small GQA config of a supported architecture (hidden 32, 4 heads, 2 kv heads)."""
     base = dict(

@@ -5,11 +5,15 @@
         --tasks ifeval mmlu gsm8k squadv2 --apply_chat_template --system_instruction "..."
 
 lm-eval renders the chat template to a string and tokenises it, so the model only sees
-``input_ids`` (and no attention mask in the log-likelihood path). Both paths here find the
-system span from those ids with the template's markers (:func:`calyrex.detect_system_mask`:
-only at the start of the sequence, delimited by special tokens user text cannot produce) and
-pass it to the model explicitly as ``system_mask``. Without ``--apply_chat_template`` and a
-system instruction there is no system span, and a CAL model is exactly its base model.
+``input_ids`` (and no attention mask in the log-likelihood path). The span comes from the one
+path every runner uses: each conversation lm-eval renders (``apply_chat_template``) is encoded
+with :func:`calyrex.encode_chat` too, whose ids equal lm-eval's (token parity), and its
+``system_mask`` is kept by those ids; a row that starts with them gets that mask. Rows no
+conversation produced fall back to the template's markers (:func:`calyrex.detect_system_mask`:
+only at the start of the sequence, delimited by special tokens user text cannot produce); a
+template without a fallback (Mistral v0.3 / Nemo) says so once. Without
+``--apply_chat_template`` and a system instruction there is no system span, and a CAL model is
+exactly its base model.
 
 Importing this module registers the model name: ``python -m calyrex.eval.harness`` is the
 ``lm_eval`` command with it registered (lm-eval has no plugin discovery); from Python,
@@ -18,13 +22,15 @@ Importing this module registers the model name: ``python -m calyrex.eval.harness
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
 from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 
-from ..markers import detect_system_mask, span_markers
+from ..chat import ChatTemplateError, encode_one
+from ..markers import detect_system_mask, span_markers_reason
 from .generate import uses_system_span
 from .models import attach_adapter
 
@@ -36,12 +42,33 @@ class CalyrexLM(HFLM):
     def __init__(self, pretrained: Any, adapter: str | None = None, **kwargs: Any) -> None:
         self.adapter = adapter
         super().__init__(pretrained=pretrained, **kwargs)
-        self.markers = span_markers(self.tokenizer)
+        self.markers, reason = span_markers_reason(self.tokenizer)
+        self.spans: dict[tuple[int, ...], list[int]] = {}  # prompt ids → encode_chat's mask
         if uses_system_span(self.model) and self.markers is None:
-            raise ValueError(
-                "the tokenizer's chat template has no recognisable system segment; "
-                "a CALYREX model cannot find its system span in lm-eval prompts"
+            warnings.warn(
+                f"no input_ids-only span fallback for this tokenizer ({reason}); the system span "
+                "comes only from conversations rendered with --apply_chat_template",
+                stacklevel=2,
             )
+
+    def apply_chat_template(
+        self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True
+    ) -> str:
+        """lm-eval's rendering; the span of the same conversation is kept by its ids."""
+        text = super().apply_chat_template(chat_history, add_generation_prompt)
+        if not add_generation_prompt:
+            return text  # lm-eval then continues the final message: not a calyrex rendering
+        try:
+            row = encode_one(
+                self.tokenizer, chat_history, add_generation_prompt, **self.chat_template_args
+            )
+        except (ChatTemplateError, ValueError):
+            return text
+        for prompt in {text, text.rstrip()}:  # lm-eval moves trailing spaces to continuations
+            ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            if ids == row["input_ids"][: len(ids)]:
+                self.spans[tuple(ids)] = row["system_mask"][: len(ids)]
+        return text
 
     def _create_model(self, pretrained: str, **kwargs: Any) -> None:
         super()._create_model(pretrained, **kwargs)
@@ -49,8 +76,24 @@ class CalyrexLM(HFLM):
             self._model = attach_adapter(self._model, self.adapter, tokenizer=self.tokenizer)
 
     def system_mask(self, ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-        """(B, T) ids → (B, T) bool system span, found only at the start of each row."""
-        return detect_system_mask(ids, attention_mask, self.markers)
+        """(B, T) ids → (B, T) bool system span: ``encode_chat``'s for a row that starts with a
+        rendered conversation, else the fallback's (start of the row only)."""
+        out = (
+            detect_system_mask(ids, attention_mask, self.markers)
+            if self.markers is not None
+            else torch.zeros_like(ids, dtype=torch.bool)
+        )
+        lengths = sorted({len(k) for k in self.spans}, reverse=True)
+        for b in range(ids.shape[0]):
+            first = 0 if attention_mask is None else int(attention_mask[b].long().argmax())
+            row = tuple(ids[b, first:].tolist())
+            for n in lengths:
+                mask = self.spans.get(row[:n]) if n <= len(row) else None
+                if mask is not None:
+                    out[b] = False
+                    out[b, first : first + n] = torch.tensor(mask, dtype=torch.bool)
+                    break
+        return out
 
     def _model_call(
         self, inps: torch.Tensor, attn_mask: torch.Tensor | None = None, labels: Any = None
