@@ -54,7 +54,7 @@ def statistic(groups: dict[str, np.ndarray]) -> float:
 
 def _grouped(items: Items) -> dict[str, np.ndarray]:
     groups: dict[str, list[float]] = {}
-    for group, value in items.values():
+    for _, (group, value) in sorted(items.items()):  # sorted: the same resamples in every process
         groups.setdefault(group, []).append(value)
     return {g: np.asarray(v) for g, v in groups.items()}
 
@@ -78,4 +78,5 @@ def interval(
 
 def paired(a: Items, b: Items) -> Items:
     """Per-item differences a − b on the items both models scored (the same groups)."""
-    return {k: (a[k][0], a[k][1] - b[k][1]) for k in a.keys() & b.keys() if a[k][0] == b[k][0]}
+    common = sorted(a.keys() & b.keys())
+    return {k: (a[k][0], a[k][1] - b[k][1]) for k in common if a[k][0] == b[k][0]}

@@ -142,9 +142,6 @@ def load_config(path: str | Path) -> ReproduceConfig:
     for file in train.values():
         if not Path(file).is_file():
             raise FileNotFoundError(f"{path}: training YAML {file} does not exist")
-    top = _section(
+    return _section(
         ReproduceConfig, {"train": train, **sections, **data, "source": str(path)}, str(path)
     )
-    if top.ablate.data == {}:
-        top.ablate.data = dict(top.eval.data)
-    return top

@@ -107,7 +107,7 @@ def command_lines(run: Run, gpus: int) -> list[str]:
     ab = cfg.ablate
     argv = ["calyrex", "ablate", "--model", cfg.model, "--config", cfg.train["calyrex"]]
     argv += ["--presets", *ab.presets, "--suite", ab.suites, "--out", str(out / "ablate")]
-    ablate_data = data_args(ab.data, ab.suites.split(","))
+    ablate_data = data_args(ab.data or spec.data, ab.suites.split(","))
     argv += ["--eval-data", *ablate_data] if ablate_data else []
     lines.append(f"  [ablate]  {shell(argv)}")
     runs = [str(out / "eval" / label) for label in run.labels]

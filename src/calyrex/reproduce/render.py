@@ -17,7 +17,7 @@ def _pct(value: float, signed: bool = False) -> str:
 
 def cell_text(cell: Cell, signed: bool = False) -> str:
     if cell.value is None:
-        return f"{cell.status}" + (f" ({cell.reason})" if cell.reason else "")
+        return cell.status  # the reason is listed under the table
     text = _pct(cell.value, signed)
     if cell.interval:
         text += f" [{_pct(cell.interval[0], signed)}, {_pct(cell.interval[1], signed)}]"
@@ -32,6 +32,21 @@ def _header(first: str) -> list[str]:
     ]
 
 
+def _reasons(built: dict[str, Any]) -> list[str]:
+    """One line per (column, reason) of cells without a value, naming the models."""
+    reasons: dict[tuple[str, str, str], list[str]] = {}
+    for label, cells in built["rows"].items():
+        for title, cell in cells.items():
+            if cell.value is None:
+                key = (title, cell.status, cell.reason)
+                reasons.setdefault(key, []).append(ROWS.get(label, label))
+    lines = [
+        f"- {t}: {s} for {', '.join(m)}" + (f" — {r}" if r else "")
+        for (t, s, r), m in reasons.items()
+    ]
+    return ["", *lines] if lines else []
+
+
 def markdown(cfg: ReproduceConfig, built: dict[str, Any], extras: list[str]) -> str:
     lines = [f"# CALYREX reproduction: {cfg.name} (`{cfg.model}`)", ""]
     lines += ["Percent; 95 % intervals in brackets (see the notes).", ""]
@@ -42,6 +57,7 @@ def markdown(cfg: ReproduceConfig, built: dict[str, Any], extras: list[str]) -> 
             + " | ".join(cell_text(c) for c in cells.values())
             + " |"
         )
+    lines += _reasons(built)
     if built["deltas"]:
         lines += ["", "**CALYREX − baseline** (points; the paper's difference in parentheses)", ""]
         lines += _header("CALYREX vs")

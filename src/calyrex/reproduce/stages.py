@@ -147,7 +147,7 @@ def ablate_stage(run: Run) -> None:
         model=run.cfg.model,
         config=run.cfg.train["calyrex"],
         suite=spec.suites,
-        eval_data=data_args(spec.data, spec.suites.split(",")),
+        eval_data=data_args(spec.data or run.cfg.eval.data, spec.suites.split(",")),
         steps=spec.steps,
         limit=spec.limit,
         max_new_tokens=spec.max_new_tokens,

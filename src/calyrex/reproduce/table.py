@@ -101,7 +101,8 @@ def read_cell(eval_dir: Path, column: Column, spec: ReportSpec, not_run: dict[st
 def delta(a: Cell, b: Cell, spec: ReportSpec) -> Cell:
     """a − b, with a paired bootstrap (item columns) or independent normal interval (lm-eval)."""
     if a.value is None or b.value is None:
-        return Cell(status="missing", reason="a model has no value")
+        status = a.status if a.value is None else b.status
+        return Cell(status=status)
     out = Cell(value=a.value - b.value)
     if a.items and b.items:
         out.interval = bootstrap.interval(
