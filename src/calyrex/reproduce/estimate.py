@@ -39,6 +39,7 @@ class Rates:
     prefill: float
     decode: float
     basis: str
+    unit: str = "GPU-hours"
 
 
 def geometry(cfg: Any, model: str) -> tuple[flops.Geometry, Any] | None:
@@ -80,7 +81,7 @@ def rates(spec: Any, bench: str | None) -> Rates:
         f"measured: `calyrex bench` on {machine['device']} ({machine.get('cpu') or machine.get('gpu', '')}, "
         f"{machine['dtype']}) from {file}; decode at batch 1, so generation is pessimistic"
     )
-    return Rates(train, prefill, decode, basis)
+    return Rates(train, prefill, decode, basis, f"{machine['device']}-hours (measured device)")
 
 
 def _shape_config(shape: dict[str, Any]) -> Any:

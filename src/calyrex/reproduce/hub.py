@@ -34,7 +34,7 @@ class Hub:
     def size(self, repo: str, kind: str = "model") -> str:
         """``"3.1 GB (hub)"`` or why the size is unknown."""
         if self.unreachable:
-            return f"size unknown (hub unreachable: {self.unreachable})"
+            return "size unknown (hub unreachable)"
         from huggingface_hub import HfApi
         from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
@@ -48,7 +48,7 @@ class Hub:
             return "not found on the hub"
         except Exception as err:  # noqa: BLE001 — any network failure: stop asking
             self.unreachable = f"{type(err).__name__}: {str(err)[:80]}"
-            return f"size unknown (hub unreachable: {self.unreachable})"
+            return "size unknown (hub unreachable)"
         files = [s for s in info.siblings or [] if s.size]
         weights = [s for s in files if s.rfilename.endswith(".safetensors")]
         total = sum(s.size for s in (weights if kind == "model" and weights else files))

@@ -132,7 +132,7 @@ def estimate_rows(
     cfg = run.cfg
     found = estimate.geometry(cfg, cfg.model)
     if found is None:
-        return [], "no estimate: the model's shape is unknown offline (add `geometry:` to the YAML)"
+        return [], None
     g, hf = found
     r = estimate.rates(cfg.estimate, bench)
     rows = []
@@ -166,7 +166,7 @@ def estimate_rows(
         g, suites, r, cfg.ablate.max_new_tokens
     )
     rows.append(("ablate", f"{len(cfg.ablate.presets)} presets", ablate / 3600))
-    return rows, r.basis
+    return rows, r
 
 
 def _with(tc: Any, preset: str) -> Any:
@@ -192,8 +192,12 @@ def print_plan(run: Run, stages: list[str], bench: str | None = None) -> dict[st
         f"Model\n  {run.cfg.model}  {hub.size(run.cfg.model) if not Path(run.cfg.model).exists() else human(local_size(Path(run.cfg.model))) + ' (local)'}"
     )
     print("\n".join(data_lines(run, hub) + command_lines(run, gpus)))
-    rows, basis = estimate_rows(run, bench, gpus)
-    print("Estimate\n| stage | unit | GPU-hours |\n|---|---|---|")
+    rows, rates = estimate_rows(run, bench, gpus)
+    if rates is None:
+        print("Estimate: none — the model's shape is unknown offline (add `geometry:` to the YAML)")
+        return {"rows": [], "basis": None, "total": None, "hub": hub.unreachable}
+    basis = rates.basis
+    print(f"Estimate\n| stage | unit | {rates.unit} |\n|---|---|---|")
     for stage in [s for s in stages if s != "report"]:
         for st, unit, hours in rows:
             if st == stage:
