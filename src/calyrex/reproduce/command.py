@@ -72,10 +72,14 @@ def execute(run: Run, stages: list[str]) -> int:
     start = time.perf_counter()
     run.out.mkdir(parents=True, exist_ok=True)
     record = {"config": run.cfg.to_dict(), "methods": run.methods, "suites": run.suites}
-    (run.out / "reproduce.json").write_text(json.dumps(record, indent=2) + "\n")
+    text, file = json.dumps(record, indent=2) + "\n", run.out / "reproduce.json"
+    if not file.is_file() or file.read_text() != text:  # a rerun of the same plan touches nothing
+        file.write_text(text)
     for name, stage in STAGES.items():
         if name in stages:
+            began = time.perf_counter()
             stage(run)
+            print(f"[reproduce] stage {name}: {time.perf_counter() - began:.1f} s", flush=True)
     print(
         f"[reproduce] done in {time.perf_counter() - start:.1f} s: ran {len(run.done)} "
         f"({', '.join(run.done) or 'nothing'}); skipped {len(run.skipped)} finished "

@@ -52,8 +52,8 @@ def smoke_config(root: Path) -> ReproduceConfig:
     return ReproduceConfig(
         name="smoke",
         train=train,
-        eval=EvalSpec(data=data, max_new_tokens=8, batch_size=8, not_run=dict(HUB_ONLY)),
-        analyze=AnalyzeSpec(data="builtin", max_examples=32),
+        eval=EvalSpec(data=data, max_new_tokens=8, batch_size=8, limit=6, not_run=dict(HUB_ONLY)),
+        analyze=AnalyzeSpec(data="builtin", max_examples=16),
         ablate=AblateSpec(presets=["first8th", "late8th"], suites="ifeval", max_new_tokens=8),
         report=ReportSpec(long_ifeval_lengths=["1k"], bootstrap=200),
         source="--smoke",

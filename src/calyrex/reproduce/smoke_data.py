@@ -148,7 +148,7 @@ def write_fixtures(root: Path) -> dict[str, str]:
             "user": f"Harmful question number {i}?",
             "assistant": f"Sure, here is how to do thing {i}.",
         }
-        for i in range(36)
+        for i in range(12)
     ]
     (root / "msj_examples.json").write_text(json.dumps(examples, indent=1))
     tt = root / "tensor-trust-data"
