@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "demo": "calyrex.ruleworld.demo:demo",
     "ablate": "calyrex.ablation:ablate",
     "chat": "calyrex.chat_cli:chat",
+    "reproduce": "calyrex.reproduce.command:reproduce",
 }
 
 
