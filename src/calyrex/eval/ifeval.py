@@ -3,7 +3,8 @@
 Scoring calls lm-eval's own IFEval code (``lm_eval.tasks.ifeval.utils.process_results``, the
 port of Google's checkers) once per input row in file order after ``random.seed(seed)``, as the
 reference scores were made; two rows (keys 1122, 1129) check a random letter upstream, so the
-seed matters for them only. NLTK's ``punkt_tab`` comes from :mod:`calyrex.eval.punkt`.
+seed matters for them only. ``langdetect`` (the English checks) samples too: it is seeded with
+the same seed, so a response scores the same in every process. NLTK's ``punkt_tab`` comes from :mod:`calyrex.eval.punkt`.
 
 Role mapping: the IFEval prompt is the user message; ``--system-prompt`` (optional) the system
 message.
@@ -83,9 +84,11 @@ def score_responses(
     from .punkt import ensure_punkt_tab
 
     ensure_punkt_tab()
+    import langdetect
     from lm_eval.tasks.ifeval.utils import process_results
 
     random.seed(seed)
+    langdetect.DetectorFactory.seed = seed  # its detector samples; garbage text flips otherwise
     details = []
     for item, response in zip(items, responses, strict=True):
         if response is None:
