@@ -1,0 +1,374 @@
+"""Core v2 (issue 11): the wrapped model behaves as an ordinary nn.Module everywhere users take it.
+
+Copies, pickles, swapped blocks, threads, re-entrant and inner calls, reused and chunked caches,
+input gradients, the adapter's base identity and the RNG. Each test asserts one property.
+"""
+
+import copy
+import io
+import json
+import pickle
+import threading
+import warnings
+
+import pytest
+import torch
+from transformers import DynamicCache, StaticCache
+
+import calyrex
+from calyrex.model import AlreadyWrappedError
+from calyrex.span import cal_cache
+from calyrex.testing import tiny_model
+from conftest import CONVS, randomize
+
+GREEDY = dict(max_new_tokens=6, do_sample=False)
+
+
+def _batch(tok, convs=CONVS, side="left"):
+    tok.padding_side = side
+    try:
+        return calyrex.encode_chat(tok, convs, add_generation_prompt=True)
+    finally:
+        tok.padding_side = "right"
+
+
+def _logits(model, batch):
+    with torch.no_grad():
+        return model(**batch).logits
+
+
+def _zero_adapter(model):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if calyrex.is_adapter_param(name) and "norm" not in name:
+                p.zero_()
+
+
+# -- copies and pickles ----------------------------------------------------------------------------
+@pytest.mark.parametrize("after_forward", [False, True])
+def test_deepcopy_runs_its_own_adapter(tok, pair, after_forward):
+    base, wrapped = pair
+    batch = _batch(tok)
+    if after_forward:  # a forward with grad leaves nothing behind that the copy could share
+        wrapped.train()
+        wrapped(**batch).logits.sum().backward()
+        wrapped.zero_grad(set_to_none=True)
+        wrapped.eval()
+    before = _logits(wrapped, batch)
+    twin = copy.deepcopy(wrapped)
+    assert torch.equal(_logits(twin, batch), before)
+    _zero_adapter(twin)
+    assert torch.equal(_logits(twin, batch), _logits(base, batch))  # the copy's own blocks
+    assert torch.equal(_logits(wrapped, batch), before)  # the original is untouched
+
+
+def test_deepcopy_trains_without_touching_the_original(tok, pair):
+    """TRL's create_reference_model is a deepcopy: the reference must not track the policy."""
+    _, wrapped = pair
+    batch = _batch(tok)
+    reference = copy.deepcopy(wrapped)
+    before = _logits(reference, batch)
+    wrapped.train()
+    out = wrapped(**batch)
+    assert out.logits.requires_grad
+    opt = torch.optim.SGD([p for p in wrapped.parameters() if p.requires_grad], lr=0.5)
+    out.logits.pow(2).mean().backward()
+    opt.step()
+    wrapped.eval()
+    assert torch.equal(_logits(reference, batch), before)
+    assert not torch.allclose(_logits(wrapped, batch), before)
+    # and the other way round: the copy trains on its own
+    reference.train()
+    loss = reference(**batch).logits.pow(2).mean()
+    loss.backward()
+    grads = [p.grad for p in reference.parameters() if p.requires_grad]
+    assert grads and all(g is not None for g in grads)
+
+
+def test_torch_save_load_and_pickle_round_trip(tok, pair):
+    _, wrapped = pair
+    batch = _batch(tok)
+    want = _logits(wrapped, batch)
+    buf = io.BytesIO()
+    torch.save(wrapped, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)  # a user's own trusted file
+    assert torch.equal(_logits(loaded, batch), want)
+    assert torch.equal(_logits(pickle.loads(pickle.dumps(wrapped)), batch), want)
+    kw = dict(GREEDY, pad_token_id=tok.pad_token_id)
+    assert torch.equal(loaded.generate(**batch, **kw), wrapped.generate(**batch, **kw))
+
+
+# -- the module tree -------------------------------------------------------------------------------
+def test_a_block_swapped_after_wrapping_takes_effect(tok, pair):
+    base, wrapped = pair
+    batch = _batch(tok)
+    before = _logits(wrapped, batch)
+    for key in list(wrapped.cal_blocks):
+        block = copy.deepcopy(wrapped.cal_blocks[key])
+        _zero_adapter(block)
+        wrapped.cal_blocks[key] = block
+    assert torch.equal(_logits(wrapped, batch), _logits(base, batch))
+    assert not torch.equal(before, _logits(base, batch))
+
+
+def test_wrapping_twice_is_refused_and_remove_restores_the_host(tok):
+    model = tiny_model("qwen2")
+    wrapped = calyrex.wrap(model, tokenizer=tok)
+    with pytest.raises(AlreadyWrappedError, match="already carries calyrex blocks"):
+        calyrex.wrap(model, tokenizer=tok)
+    with pytest.raises(AlreadyWrappedError):
+        calyrex.wrap(wrapped, tokenizer=tok)
+    bare = wrapped.remove()
+    assert not any("cal_block" in n for n, _ in bare.named_modules())
+    again = calyrex.wrap(bare, tokenizer=tok)  # a removed model can be wrapped afresh
+    assert len(again.cal_blocks) == len(wrapped.cal_blocks)
+
+
+def test_a_direct_call_of_the_inner_model_is_the_base(tok, pair):
+    base, wrapped = pair
+    batch = _batch(tok)
+    plain = {k: v for k, v in batch.items() if k != "system_mask"}
+    _logits(wrapped, batch)  # a previous call leaves no span behind
+    with torch.no_grad():
+        inner = wrapped.base(**plain).logits
+    assert torch.equal(inner, _logits(base, plain))
+
+
+# -- threads and re-entrant calls ------------------------------------------------------------------
+def test_two_threads_equal_sequential_calls(tok, pair):
+    _, wrapped = pair
+    batches = [_batch(tok, [c]) for c in CONVS]
+    want = [_logits(wrapped, b) for b in batches]
+    errors, results = [], {}
+
+    def worker(tid):
+        try:
+            for n in range(4):
+                i = (tid + n) % len(batches)
+                results[(tid, n)] = (i, _logits(wrapped, batches[i]))
+        except Exception as err:  # noqa: BLE001 — reported by the assertion below
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i, got in results.values():
+        assert torch.equal(got, want[i])
+
+
+def test_parallel_generate_equals_sequential(tok, pair):
+    _, wrapped = pair
+    kw = dict(GREEDY, pad_token_id=tok.pad_token_id)
+    batches = [_batch(tok, [CONVS[0]]), _batch(tok, [CONVS[2]])]
+    want = [wrapped.generate(**b, **kw) for b in batches]
+    got, errors = [None, None], []
+
+    def worker(i):
+        try:
+            got[i] = wrapped.generate(**batches[i], **kw)
+        except Exception as err:  # noqa: BLE001
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+
+
+def test_a_reentrant_call_sees_only_its_own_span(tok, pair):
+    """A call made from inside another call's forward (a hook) keeps both spans apart."""
+    _, wrapped = pair
+    outer, inner = _batch(tok, [CONVS[0]]), _batch(tok, [CONVS[2]])
+    want_outer, want_inner = _logits(wrapped, outer), _logits(wrapped, inner)
+    seen = []
+    layer = wrapped.cal_layers()[0]
+
+    def hook(module, args, output):
+        if not seen:
+            seen.append(None)
+            seen[0] = _logits(wrapped, inner)
+
+    handle = layer.register_forward_hook(hook)
+    try:
+        got_outer = _logits(wrapped, outer)
+    finally:
+        handle.remove()
+    assert torch.equal(seen[0], want_inner)
+    assert torch.equal(got_outer, want_outer)
+
+
+# -- caches ----------------------------------------------------------------------------------------
+def _greedy_with_cache(model, batch, cache, tok):
+    return model.generate(
+        **batch, past_key_values=cache, pad_token_id=tok.pad_token_id, **GREEDY
+    )
+
+
+def test_a_reused_dynamic_cache_equals_a_fresh_one(tok, pair):
+    _, wrapped = pair
+    first, second = _batch(tok, [CONVS[0]]), _batch(tok, [CONVS[2]])
+    fresh = _greedy_with_cache(wrapped, second, DynamicCache(), tok)
+    cache = DynamicCache()
+    _greedy_with_cache(wrapped, first, cache, tok)
+    cache.crop(0)  # a server emptying a cache to reuse it
+    assert torch.equal(_greedy_with_cache(wrapped, second, cache, tok), fresh)
+
+
+def test_a_reset_static_cache_equals_a_fresh_one(tok, pair):
+    _, wrapped = pair
+    first, second = _batch(tok, [CONVS[0]]), _batch(tok, [CONVS[2]])
+
+    def static():
+        return StaticCache(config=wrapped.config, max_cache_len=96)
+
+    fresh = _greedy_with_cache(wrapped, second, static(), tok)
+    uncached = wrapped.generate(**second, use_cache=False, pad_token_id=tok.pad_token_id, **GREEDY)
+    assert torch.equal(fresh, uncached)
+    cache = static()
+    _greedy_with_cache(wrapped, first, cache, tok)
+    cache.reset()
+    assert torch.equal(_greedy_with_cache(wrapped, second, cache, tok), fresh)
+
+
+@pytest.mark.parametrize("cut", ["inside", "after"])
+def test_two_call_prefill_equals_one_call(tok, pair, cut):
+    """Prefill in two forwards (cut inside the system prompt, or after it) ≡ one forward."""
+    _, wrapped = pair
+    batch = _batch(tok, [CONVS[0]])
+    ids, sysm = batch["input_ids"], batch["system_mask"]
+    span = sysm[0].nonzero().flatten()
+    k = int(span[len(span) // 2]) if cut == "inside" else int(span[-1]) + 2
+    with torch.no_grad():
+        whole = wrapped(input_ids=ids, system_mask=sysm).logits
+        cache = DynamicCache()
+        a = wrapped(input_ids=ids[:, :k], system_mask=sysm[:, :k], past_key_values=cache)
+        b = wrapped(input_ids=ids[:, k:], system_mask=sysm[:, k:], past_key_values=cache)
+    torch.testing.assert_close(torch.cat([a.logits, b.logits], 1), whole, atol=1e-5, rtol=1e-5)
+    assert cal_cache(cache).length == ids.shape[1]
+
+
+def test_chunked_prefill_in_generate_equals_one_call(tok, pair):
+    _, wrapped = pair
+    batch = _batch(tok, [CONVS[0]])
+    kw = dict(GREEDY, pad_token_id=tok.pad_token_id)
+    whole = wrapped.generate(**batch, **kw)
+    chunked = wrapped.generate(**batch, prefill_chunk_size=5, **kw)
+    assert torch.equal(chunked, whole)
+
+
+def test_assisted_decoding_equals_greedy(tok, pair):
+    """Assisted decoding crops the cache after rejected drafts: the CAL cache follows."""
+    _, wrapped = pair
+    batch = _batch(tok, [CONVS[0]])
+    kw = dict(max_new_tokens=8, do_sample=False, pad_token_id=tok.pad_token_id)
+    greedy = wrapped.generate(**batch, **kw)
+    assistant = tiny_model("qwen2", seed=3)  # a bad draft model: most drafts are rejected
+    assisted = wrapped.generate(**batch, assistant_model=assistant, **kw)
+    assert torch.equal(assisted, greedy)
+
+
+# -- gradients -------------------------------------------------------------------------------------
+def test_input_gradients_equal_the_base_at_init(tok):
+    """GCG-style attacks need d(loss)/d(inputs_embeds): present, and the base's at init."""
+    base = tiny_model("qwen2")
+    wrapped = calyrex.wrap(tiny_model("qwen2"), tokenizer=tok)
+    batch = _batch(tok, [CONVS[0]])
+    grads = []
+    for model in (base, wrapped):
+        embeds = model.get_input_embeddings()(batch["input_ids"]).detach().requires_grad_()
+        kw = {"system_mask": batch["system_mask"]} if model is wrapped else {}
+        model(inputs_embeds=embeds, attention_mask=batch["attention_mask"], **kw).logits.sum().backward()
+        grads.append(embeds.grad)
+    assert grads[1] is not None
+    torch.testing.assert_close(grads[1], grads[0], atol=0, rtol=0)
+
+
+def test_a_batch_without_system_prompts_backpropagates(tok, pair):
+    _, wrapped = pair
+    wrapped.train()
+    batch = _batch(tok, [CONVS[1], CONVS[1]], side="right")
+    assert not batch["system_mask"].any()
+    out = wrapped(**batch, labels=batch["input_ids"])
+    out.loss.backward()
+    grads = [p.grad for p in wrapped.parameters() if p.requires_grad]
+    assert all(g is None or not g.any() for g in grads)
+
+
+# -- adapter identity and construction ------------------------------------------------------------
+def test_load_adapter_refuses_another_checkpoint_naming_the_tensor(tok, pair, tmp_path):
+    """Same architecture, same embeddings and final norm, one decoder weight changed."""
+    _, wrapped = pair
+    wrapped.save_adapter(tmp_path)
+    other = tiny_model("qwen2", num_hidden_layers=8)
+    with torch.no_grad():
+        other.model.layers[3].mlp.down_proj.weight.mul_(1.01)
+    with pytest.raises(calyrex.AdapterError, match=r"layers\.3\.mlp\.down_proj"):
+        calyrex.load_adapter(other, tmp_path)
+    same = calyrex.load_adapter(tiny_model("qwen2", num_hidden_layers=8), tmp_path)
+    batch = _batch(tok)
+    assert torch.equal(_logits(same, batch), _logits(wrapped, batch))
+
+
+def test_an_old_adapter_without_weight_samples_loads_with_a_warning(tok, pair, tmp_path):
+    from calyrex.adapter_io import CONFIG_NAME
+
+    _, wrapped = pair
+    wrapped.save_adapter(tmp_path)
+    path = tmp_path / CONFIG_NAME
+    record = json.loads(path.read_text())
+    del record["base_model"]["weight_samples"]
+    path.write_text(json.dumps(record))
+    with pytest.warns(UserWarning, match="weight samples"):
+        loaded = calyrex.load_adapter(tiny_model("qwen2", num_hidden_layers=8), tmp_path)
+    batch = _batch(tok)
+    assert torch.equal(_logits(loaded, batch), _logits(wrapped, batch))
+
+
+def test_wrap_seed_leaves_the_global_rng_alone(tok):
+    torch.manual_seed(123)
+    want = torch.rand(4)
+    torch.manual_seed(123)
+    calyrex.wrap(tiny_model("qwen2"), tokenizer=tok, seed=5)
+    assert torch.equal(torch.rand(4), want)
+
+
+def test_init_from_host_copies_the_q_k_v_biases(tok):
+    model = tiny_model("qwen2")  # Qwen2 attention has q/k/v biases
+    host = model.model.layers[-1].self_attn
+    with torch.no_grad():
+        host.q_proj.bias.normal_()
+        host.k_proj.bias.normal_()
+    wrapped = calyrex.wrap(
+        model, calyrex.CalyrexConfig(placement="late_half", init_from_host=True), tokenizer=tok
+    )
+    block = wrapped.cal_blocks[str(len(model.model.layers) - 1)]
+    assert block.cal_q_proj.bias is not None, "the host's biases were dropped"
+    assert torch.equal(block.cal_q_proj.bias, host.q_proj.bias)
+    assert torch.equal(block.cal_k_proj.bias, host.k_proj.bias)
+
+
+def test_return_dict_false_keeps_the_cal_cache(tok, pair):
+    _, wrapped = pair
+    batch = _batch(tok, [CONVS[0]])
+    with torch.no_grad():
+        out = wrapped(**batch, use_cache=True, return_dict=False)
+        want = wrapped(**batch, use_cache=True)
+    cache = out[1]
+    assert cal_cache(cache) is not None
+    assert torch.equal(out[0], want.logits)
+
+
+def test_no_warning_when_the_span_comes_from_the_cache(tok, pair):
+    _, wrapped = pair
+    batch = _batch(tok, [CONVS[0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wrapped.generate(**batch, pad_token_id=tok.pad_token_id, **GREEDY)
