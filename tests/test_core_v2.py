@@ -19,7 +19,7 @@ import calyrex
 from calyrex.model import AlreadyWrappedError
 from calyrex.span import cal_cache
 from calyrex.testing import tiny_model
-from conftest import CONVS, randomize
+from conftest import CONVS
 
 GREEDY = dict(max_new_tokens=6, do_sample=False)
 
@@ -179,7 +179,7 @@ def test_parallel_generate_equals_sequential(tok, pair):
     for t in threads:
         t.join()
     assert not errors
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert torch.equal(g, w)
 
 
@@ -207,9 +207,7 @@ def test_a_reentrant_call_sees_only_its_own_span(tok, pair):
 
 # -- caches ----------------------------------------------------------------------------------------
 def _greedy_with_cache(model, batch, cache, tok):
-    return model.generate(
-        **batch, past_key_values=cache, pad_token_id=tok.pad_token_id, **GREEDY
-    )
+    return model.generate(**batch, past_key_values=cache, pad_token_id=tok.pad_token_id, **GREEDY)
 
 
 def test_a_reused_dynamic_cache_equals_a_fresh_one(tok, pair):
@@ -285,7 +283,9 @@ def test_input_gradients_equal_the_base_at_init(tok):
     for model in (base, wrapped):
         embeds = model.get_input_embeddings()(batch["input_ids"]).detach().requires_grad_()
         kw = {"system_mask": batch["system_mask"]} if model is wrapped else {}
-        model(inputs_embeds=embeds, attention_mask=batch["attention_mask"], **kw).logits.sum().backward()
+        model(
+            inputs_embeds=embeds, attention_mask=batch["attention_mask"], **kw
+        ).logits.sum().backward()
         grads.append(embeds.grad)
     assert grads[1] is not None
     torch.testing.assert_close(grads[1], grads[0], atol=0, rtol=0)

@@ -52,7 +52,9 @@ def chat(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from .loading import load_adapter
+    from .resolve import resolve_model
 
+    model = resolve_model(model)
     tok = AutoTokenizer.from_pretrained(model)
     hf_model = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
     loaded = load_adapter(hf_model, adapter, tokenizer=tok).eval() if adapter else hf_model

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..resolve import resolve_model
 from .data import load_examples
 from .recommend import summary
 from .run import AnalysisConfig, analyze_model
@@ -84,10 +85,7 @@ def analyze(
     by default RuleWorld's for its backbone, else the built-in set. Writes OUT/analysis.json
     and OUT/analysis.png.
     """
-    if model == "ruleworld":
-        from ..ruleworld.pretrain import ASSET_DIR
-
-        model = str(ASSET_DIR)
+    model = resolve_model(model)
     data = data or default_data(model)
     examples = load_examples(data)
     lm, tok = load_model(model, adapter, device, dtype)

@@ -23,6 +23,9 @@ def load_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from ..resolve import resolve_model
+
+    model = resolve_model(model)
     tok = AutoTokenizer.from_pretrained(model)
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -51,6 +51,9 @@ def load_backbone(
     """Tokenizer and causal LM from a hub id or a local directory (``save_pretrained`` layout)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from ..resolve import resolve_model
+
+    name = resolve_model(name, revision)
     tok = AutoTokenizer.from_pretrained(
         name, revision=revision, trust_remote_code=trust_remote_code
     )
