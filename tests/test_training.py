@@ -9,6 +9,7 @@ import time
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 import calyrex
 from calyrex.baselines import matched_counts
@@ -205,7 +206,6 @@ def _train_cmd(base_dir, data, out, *extra):
 
 
 def test_killed_then_resumed_equals_uninterrupted(backbone, tmp_path):
-    from safetensors.torch import load_file
 
     base_dir, data = backbone
     subprocess.run(_train_cmd(base_dir, data, tmp_path / "full"), check=True, capture_output=True)
@@ -235,9 +235,7 @@ def test_killed_then_resumed_equals_uninterrupted(backbone, tmp_path):
     assert steps == list(range(1, 201))  # nothing lost, nothing logged twice
 
 
-def test_two_process_ddp_training(backbone, tmp_path):
-    base_dir, data = backbone
-    out = tmp_path / "ddp"
+def _two_process_run(base_dir, data, out, port, *extra):
     cmd = [
         sys.executable,
         "-m",
@@ -245,7 +243,7 @@ def test_two_process_ddp_training(backbone, tmp_path):
         "--nproc_per_node",
         "2",
         "--master_port",
-        "29517",
+        str(port),
         *_cli(base_dir, data, out),
         "--max-steps",
         "6",
@@ -254,6 +252,7 @@ def test_two_process_ddp_training(backbone, tmp_path):
         "--save-steps",
         "3",
         "--no-progress",
+        *extra,
     ]
     proc = subprocess.run(
         cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
@@ -261,10 +260,26 @@ def test_two_process_ddp_training(backbone, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["adapter_checksums"]) == 2
+    assert summary["distributed"] == ("FSDP" if "--fsdp" in extra else "MULTI_CPU")
     assert summary["adapter_checksums"][0] == summary["adapter_checksums"][1]
     calyrex.load_adapter(
         tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2), out / "adapter"
     )
+    return load_file(out / "adapter" / "adapter_model.safetensors")
+
+
+def test_two_process_ddp_training(backbone, tmp_path):
+    _two_process_run(*backbone, tmp_path / "ddp", 29517)
+
+
+@pytest.mark.slow
+def test_two_process_fsdp2_training_equals_ddp(backbone, tmp_path):
+    """FSDP2 (fully_shard, gloo, CPU) through `calyrex train --fsdp`: the adapter DDP gives."""
+    ddp = _two_process_run(*backbone, tmp_path / "ddp", 29527)
+    fsdp = _two_process_run(*backbone, tmp_path / "fsdp", 29537, "--fsdp")
+    assert ddp.keys() == fsdp.keys()
+    for k in ddp:
+        torch.testing.assert_close(fsdp[k], ddp[k], atol=1e-5, rtol=1e-4)
 
 
 def test_bad_inputs_fail_before_compute(backbone, tmp_path, tok):

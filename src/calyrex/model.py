@@ -164,13 +164,17 @@ class CalyrexModel(nn.Module, GenerationMixin):
         labels: torch.Tensor | None = None,
         system_mask: torch.Tensor | None = None,
         calyrex_system_mask: torch.Tensor | None = None,
+        cache: Any = None,
         **kwargs: Any,
     ) -> Any:
         """The HF forward plus ``system_mask`` (B, T): 1 on this call's system-content tokens.
 
         ``calyrex_system_mask`` (B, W) is the same mask in absolute positions from the start of
         the sequence (what ``generate`` passes at every step; positions ≥ W are not span).
+        ``cache`` (HF's new name for ``past_key_values``) is named so ``generate`` accepts it.
         """
+        if cache is not None:
+            kwargs["cache"] = cache
         tokens = input_ids if input_ids is not None else inputs_embeds
         cache = hf.layer_cache(kwargs)
         past = hf.cache_length(cache)
@@ -236,6 +240,15 @@ class CalyrexModel(nn.Module, GenerationMixin):
     def prepare_inputs_for_generation(self, input_ids: torch.Tensor, **kwargs: Any) -> Any:
         return self.base.prepare_inputs_for_generation(input_ids, **kwargs)
 
+    def _get_candidate_generator(self, *args: Any, **kwargs: Any) -> Any:
+        """Assisted decoding: the draft model (a plain HF model) gets no calyrex arguments."""
+        names = ("generation_config", "input_ids", "inputs_tensor", "logits_processor")
+        if len(args) > len(names):  # model_kwargs given by position
+            args = (*args[: len(names)], _without_span(args[len(names)]), *args[len(names) + 1 :])
+        elif "model_kwargs" in kwargs:
+            kwargs["model_kwargs"] = _without_span(kwargs["model_kwargs"])
+        return GenerationMixin._get_candidate_generator(self, *args, **kwargs)
+
     def _supports_logits_to_keep(self) -> bool:
         return self.base._supports_logits_to_keep()
 
@@ -279,9 +292,13 @@ class CalyrexModel(nn.Module, GenerationMixin):
         return cal_cache(cache)
 
     def adapter_state_dict(self) -> dict[str, torch.Tensor]:
-        """Adapter tensors under their file names: ``cal_blocks.<layer>.<block parameter>``."""
+        """Adapter tensors under their file names: ``cal_blocks.<layer>.<block parameter>``.
+
+        Under FSDP2 the parameters are sharded DTensors: each is gathered whole, a collective
+        that every rank must join (call this on all ranks, write on one).
+        """
         return {
-            f"cal_blocks.{i}.{name}": tensor
+            f"cal_blocks.{i}.{name}": _full(tensor)
             for i, block in self.cal_blocks.items()
             for name, tensor in block.state_dict().items()
         }
@@ -290,8 +307,13 @@ class CalyrexModel(nn.Module, GenerationMixin):
         """Inverse of :meth:`adapter_state_dict` (keys checked by the caller)."""
         for i, block in self.cal_blocks.items():
             prefix = f"cal_blocks.{i}."
+            mine = block.state_dict()
             block.load_state_dict(
-                {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+                {
+                    k[len(prefix) :]: _like(mine.get(k[len(prefix) :]), v)
+                    for k, v in state.items()
+                    if k.startswith(prefix)
+                }
             )
 
     def adapter_record(self) -> dict[str, Any]:
@@ -312,6 +334,26 @@ class CalyrexModel(nn.Module, GenerationMixin):
             return super().__getattr__(name)
         except AttributeError:
             return getattr(super().__getattr__("base"), name)
+
+
+def _full(tensor: torch.Tensor) -> torch.Tensor:
+    """A whole tensor: a sharded DTensor (FSDP2) gathered, anything else as it is."""
+    full = getattr(tensor, "full_tensor", None)
+    return full() if full is not None else tensor
+
+
+def _like(current: torch.Tensor | None, value: torch.Tensor) -> torch.Tensor:
+    """``value`` sharded as ``current`` is when that is a DTensor (FSDP2); every rank calls this."""
+    mesh = getattr(current, "device_mesh", None)
+    if mesh is None:
+        return value
+    from torch.distributed.tensor import distribute_tensor
+
+    return distribute_tensor(value.to(current.dtype), mesh, current.placements)
+
+
+def _without_span(model_kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in model_kwargs.items() if k not in (SYSTEM_MASK_KW, "system_mask")}
 
 
 def _mask2d(attention_mask: Any) -> torch.Tensor | None:

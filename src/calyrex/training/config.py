@@ -33,6 +33,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     scheduler: str = "cosine"
     gradient_checkpointing: bool = False
+    fsdp: bool = False  # FSDP2 (fully_shard per decoder layer) under torchrun / accelerate
     resume: bool = False
     tensorboard: bool = False
     system_pool: list[str] | None = None  # None: the built-in pool; [] disables it

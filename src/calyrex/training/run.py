@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..adapter_io import write_adapter
 from ..baselines import matched_counts
 from ..chat import pad_batch
 from ..config import CalyrexConfig
@@ -67,9 +68,10 @@ def adapter_checksum(model: torch.nn.Module) -> str:
     """sha256 of the trainable adapter tensors, to compare ranks after DDP training."""
     digest = hashlib.sha256()
     for name, p in sorted(model.named_parameters()):
-        if p.requires_grad:
+        if p.requires_grad:  # every rank: a sharded FSDP2 parameter is gathered whole
+            full = p.full_tensor() if hasattr(p, "full_tensor") else p
             digest.update(name.encode())
-            digest.update(p.detach().float().cpu().numpy().tobytes())
+            digest.update(full.detach().float().cpu().numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -79,6 +81,19 @@ def _gather(value: str) -> list[str]:
         torch.distributed.all_gather_object(out, value)
         return out
     return [value]
+
+
+# FSDP2: each decoder layer (a CalyrexLayer where a block sits: host and block in one unit)
+# is a fully_shard unit; frozen and trainable parameters mix freely in FSDP2 units.
+FSDP2 = {
+    "fsdp": True,
+    "fsdp_config": {
+        "version": 2,
+        "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+        "reshard_after_forward": True,
+        "state_dict_type": "FULL_STATE_DICT",
+    },
+}
 
 
 def _training_args(cfg: TrainConfig) -> Any:
@@ -114,6 +129,7 @@ def _training_args(cfg: TrainConfig) -> Any:
         disable_tqdm=not cfg.progress,
         dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),
+        **(FSDP2 if cfg.fsdp else {}),
     )
 
 
@@ -166,8 +182,9 @@ def train(cfg: TrainConfig) -> TrainResult:
     result = trainer.train(resume_from_checkpoint=resume_from)
     checksums = _gather(adapter_checksum(model))
     adapter_dir = out / "adapter"
+    state = model.adapter_state_dict() if isinstance(model, CalyrexModel) else None  # all ranks
     if trainer.is_world_process_zero():
-        _save_final(model, tok, adapter_dir)
+        _save_final(model, tok, adapter_dir, state)
         summary = {
             "config": cfg.to_dict(),
             "trainable_params": trainable,
@@ -177,6 +194,7 @@ def train(cfg: TrainConfig) -> TrainResult:
             "steps": result.global_step,
             "seconds": round(time.perf_counter() - start, 2),
             "adapter_checksums": checksums,
+            "distributed": trainer.accelerator.distributed_type.value,  # NO, MULTI_CPU, FSDP, …
         }
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return TrainResult(
@@ -189,9 +207,9 @@ def train(cfg: TrainConfig) -> TrainResult:
     )
 
 
-def _save_final(model: Any, tok: Any, adapter_dir: Path) -> None:
+def _save_final(model: Any, tok: Any, adapter_dir: Path, state: dict | None) -> None:
     if isinstance(model, CalyrexModel):
-        model.save_adapter(adapter_dir)
+        write_adapter(adapter_dir, state, model.adapter_record())
     else:  # PEFT's own format, loadable with PeftModel.from_pretrained or calyrex.load_adapter
         model.save_pretrained(str(adapter_dir))
     tok.save_pretrained(str(adapter_dir / "tokenizer"))
