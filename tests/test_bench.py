@@ -136,3 +136,14 @@ def test_unmasked_decode_path_equals_the_masked_one():
         step = model(input_ids=ids[:, -2:], cache=cache, use_cache=True).logits
         full = model(input_ids=ids, system_mask=system_mask).logits[:, -2:]
         torch.testing.assert_close(step, full, atol=1e-5, rtol=1e-5)
+
+
+def test_readme_bench_tables_come_from_the_result_files():
+    """README's measured tables are what scripts/readme_bench.py writes from benchmarks/results."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "scripts/readme_bench.py", "--check"], cwd=root)
+    assert proc.returncode == 0, "run `python scripts/readme_bench.py` and commit README.md"
