@@ -1,19 +1,19 @@
 """CALYREX: cross-attention layers that anchor a frozen decoder LLM to its system prompt."""
 
-__version__ = "0.1.0"
-
-from .adapter_io import AdapterError  # noqa: E402
-from .chat import ChatTemplateError, SystemPromptTruncatedError, encode_chat  # noqa: E402
-from .config import CalyrexConfig  # noqa: E402
-from .hf import UnsupportedModelError  # noqa: E402
-from .loading import load_adapter, save_adapter  # noqa: E402
-from .markers import SpanMarkers, detect_system_mask, span_markers  # noqa: E402
-from .methods import METHODS, adapt  # noqa: E402
-from .model import AlreadyWrappedError, CalyrexModel, count_trainable, is_adapter_param  # noqa: E402
-from .placement import PRESETS, placement_layers  # noqa: E402
-from .wrap import wrap  # noqa: E402
+from .adapter_io import AdapterError
+from .chat import ChatTemplateError, SystemPromptTruncatedError, encode_chat
+from .config import CalyrexConfig
+from .hf import UnsupportedModelError
+from .loading import load_adapter, save_adapter
+from .markers import SpanMarkers, detect_system_mask, span_markers
+from .methods import METHODS, adapt
+from .model import AlreadyWrappedError, CalyrexModel, count_trainable, is_adapter_param
+from .placement import PRESETS, placement_layers
+from .version import __version__
+from .wrap import wrap
 
 __all__ = [
+    "__version__",
     "AdapterError",
     "AlreadyWrappedError",
     "CalyrexConfig",

@@ -25,12 +25,13 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.generation.utils import GenerationMixin
 
-from . import __version__, hf
+from . import hf
 from .adapter_io import write_adapter
 from .layer import CAL_CACHE_KW, SYSTEM_MASK_KW, CalyrexLayer
 from .markers import SpanMarkers, detect_system_mask
 from .names import ADAPTER_PREFIX, is_adapter_param
 from .span import CALCache, cal_cache
+from .version import __version__
 
 __all__ = ["ADAPTER_PREFIX", "AlreadyWrappedError", "CalyrexModel", "is_adapter_param"]
 
