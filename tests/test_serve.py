@@ -118,7 +118,12 @@ def test_disconnect_stops_the_request(served, tok):
     cancelled = lambda: eng.metrics.get("calyrex_requests_total", "cancelled")  # noqa: E731
     before = cancelled()
     stream = client.chat.completions.create(
-        model=NAME, messages=conversation("hi"), max_tokens=400, temperature=0, stream=True
+        model=NAME,
+        messages=conversation("hi"),
+        max_tokens=400,
+        temperature=0,
+        stream=True,
+        extra_body={"ignore_eos": True},
     )
     next(iter(stream))
     stream.close()  # the client goes away
@@ -173,11 +178,16 @@ def test_queue_overflow_is_a_429_with_retry_after(tok):
     import httpx
 
     eng = engine(cal_model(tok), tok, max_concurrency=1, max_queue=0)
-    eng.eos = set()  # the first request runs until max_tokens
     with local_server(eng) as url:
-        body = {"messages": conversation("hi"), "max_tokens": 400, "stream": True}
+        body = {
+            "messages": conversation("hi"),
+            "max_tokens": 400,
+            "stream": True,
+            "ignore_eos": True,
+        }
         with httpx.stream("POST", f"{url}/chat/completions", json=body, timeout=30) as first:
-            next(first.iter_lines())  # admitted and running
+            lines = first.iter_lines()  # kept: a dropped iterator closes the connection
+            next(lines)  # admitted and running
             second = httpx.post(
                 f"{url}/chat/completions", json={**body, "stream": False}, timeout=30
             )

@@ -86,7 +86,7 @@ def create_app(engine: Engine) -> FastAPI:
             except RuntimeError:  # the event loop is gone (server stopped)
                 pass
 
-        job = Job(prompt, max_tokens, emit, req.sampling, req.stop, req.cache_salt)
+        job = Job(prompt, max_tokens, emit, req.sampling, req.stop, req.cache_salt, req.ignore_eos)
         engine.submit(job)
         reply = Reply(cfg.model_name, req.include_usage)
         if req.stream:
@@ -180,21 +180,19 @@ class Reply:
     async def stream(self, job: Job, queue: asyncio.Queue[Event]) -> AsyncIterator[str]:
         """SSE frames; a client that goes away cancels the request (``finally``)."""
         try:
+            event = await queue.get()  # the role frame goes out with the first token
             yield self._chunk({"role": "assistant", "content": ""})
-            while True:
+            while event.kind == "text":
+                yield self._chunk({"content": event.text})
                 event = await queue.get()
-                if event.kind == "text":
-                    yield self._chunk({"content": event.text})
-                    continue
-                if event.kind == "error":
-                    yield f"data: {json.dumps(error_body(event.status, event.text))}\n\n"
-                else:
-                    yield self._chunk({}, event.finish_reason)
-                    if self.include_usage:
-                        body = {**self._head("chat.completion.chunk"), "choices": [],
-                                "usage": self.usage(event.usage)}  # fmt: skip
-                        yield f"data: {json.dumps(body)}\n\n"
-                yield "data: [DONE]\n\n"
-                return
+            if event.kind == "error":  # e.g. shutdown: a clear final event, then [DONE]
+                yield f"data: {json.dumps(error_body(event.status, event.text))}\n\n"
+            else:
+                yield self._chunk({}, event.finish_reason)
+                if self.include_usage:
+                    body = {**self._head("chat.completion.chunk"), "choices": [],
+                            "usage": self.usage(event.usage)}  # fmt: skip
+                    yield f"data: {json.dumps(body)}\n\n"
+            yield "data: [DONE]\n\n"
         finally:
             job.cancelled.set()

@@ -64,6 +64,7 @@ class Job:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     stop: list[str] = field(default_factory=list)
     salt: str = ""  # the request's cache_salt (added to the server's)
+    ignore_eos: bool = False  # run to max_tokens
     cancelled: threading.Event = field(default_factory=threading.Event)
     submitted: float = field(default_factory=time.perf_counter)
 
@@ -248,7 +249,7 @@ class Engine:
         row.usage.completion_tokens += 1
         self.metrics.add("calyrex_completion_tokens_total")
         reason = None
-        if token in self.eos:
+        if token in self.eos and not row.job.ignore_eos:
             reason = "stop"
         else:
             delta = row.text.push(token)

@@ -2,7 +2,7 @@
 
 Accepted: ``messages``, ``model``, ``max_tokens`` / ``max_completion_tokens``, ``temperature``,
 ``top_p``, ``stop``, ``seed``, ``stream``, ``stream_options.include_usage``, ``n`` = 1,
-``cache_salt``. Fields this server cannot honour (``n`` > 1, tools, logprobs, JSON mode, penalties,
+``cache_salt`` and ``ignore_eos`` (vLLM's extensions). Fields this server cannot honour (``n`` > 1, tools, logprobs, JSON mode, penalties,
 logit bias) are a 400 rather than silently ignored; other fields (``user``, ``metadata``, ...)
 change nothing and are ignored.
 """
@@ -54,6 +54,7 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     cache_salt: str = ""
+    ignore_eos: bool = False  # vLLM's extension: run to max_tokens (benchmarks)
 
 
 def parse_request(body: Any, cfg: ServeConfig) -> ChatRequest:
@@ -94,6 +95,7 @@ def parse_request(body: Any, cfg: ServeConfig) -> ChatRequest:
         stream=stream,
         include_usage=bool(options and _flag(options, "include_usage", "stream_options.")),
         cache_salt=_string(body, "cache_salt"),
+        ignore_eos=_flag(body, "ignore_eos"),
     )
 
 
