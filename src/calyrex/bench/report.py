@@ -116,6 +116,21 @@ def _shared(s: dict[str, Any]) -> Table:
     return table
 
 
+def _serve(s: dict[str, Any]) -> Table:
+    from .serve import rows
+
+    c = s["case"]
+    table = Table(
+        title=f"Serving · calyrex serve on loopback, {s['model']} (CAL after layers "
+        f"{s['cal_layers']}), {c['tokens']} tokens per request, {c['requests']} requests per stream"
+    )
+    for col in ("figure", "CALYREX", "compared with", "ratio", "goal"):
+        table.add_column(col, justify="right")
+    for row in rows(s):
+        table.add_row(*row)
+    return table
+
+
 def show(results: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console(width=None if Console().is_terminal else 132)
     console.print(_header(results))
@@ -128,6 +143,8 @@ def show(results: dict[str, Any], console: Console | None = None) -> None:
         console.print(_scaling(results["scaling"]))
     if "shared" in results:
         console.print(_shared(results["shared"]))
+    if "serve" in results:
+        console.print(_serve(results["serve"]))
 
 
 def write_json(results: dict[str, Any], path: str) -> None:
