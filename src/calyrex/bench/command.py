@@ -33,6 +33,7 @@ def bench(
     serve_tokens: int | None = None,
     serve_streams: list[int] | None = None,
     serve_requests: int | None = None,
+    serve_rounds: int | None = None,
     serve_time_limit: float | None = None,
     threads: int | None = None,
     json: str | None = None,
@@ -44,7 +45,7 @@ def bench(
     (tiny, seconds); any size flag overrides the preset. --sections picks from train,
     inference, scaling, shared (the default: all four) and serve (calyrex serve on loopback:
     --serve-model ruleworld|tiny, --serve-system, --serve-tokens, --serve-streams,
-    --serve-requests, --serve-time-limit). --json FILE writes every figure.
+    --serve-requests, --serve-rounds, --serve-time-limit). --json FILE writes every figure.
     """
     options = {k: v for k, v in locals().items() if k not in ("quick", "threads", "json")}
     import torch

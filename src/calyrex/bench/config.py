@@ -24,7 +24,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         scaling_lengths=DOUBLINGS, scaling_span=500, decode_contexts=DOUBLINGS,
         shared_batch=32, shared_system=500, shared_conversation=2000,
         serve_model="ruleworld", serve_system=500, serve_tokens=64, serve_streams=[1, 4, 16],
-        serve_requests=4, serve_time_limit=900.0,
+        serve_requests=4, serve_rounds=3, serve_time_limit=900.0,
     ),
     "cpu": dict(
         shape="qwen2.5-0.5b",
@@ -33,7 +33,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         scaling_lengths=DOUBLINGS, scaling_span=500, decode_contexts=[512, 1024, 2048, 4096, 8192],
         shared_batch=32, shared_system=128, shared_conversation=16,
         serve_model="ruleworld", serve_system=500, serve_tokens=32, serve_streams=[1, 4, 16],
-        serve_requests=2, serve_time_limit=600.0,
+        serve_requests=2, serve_rounds=3, serve_time_limit=900.0,
     ),
     "quick": dict(
         shape="tiny",
@@ -42,7 +42,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         scaling_lengths=[64, 128, 256], scaling_span=16, decode_contexts=[64, 128, 256],
         shared_batch=4, shared_system=16, shared_conversation=8,
         serve_model="tiny", serve_system=48, serve_tokens=4, serve_streams=[1, 2, 4],
-        serve_requests=1, serve_time_limit=120.0,
+        serve_requests=1, serve_rounds=1, serve_time_limit=120.0,
     ),
 }  # fmt: skip
 
@@ -77,6 +77,7 @@ class BenchConfig:
     serve_tokens: int | None = None
     serve_streams: list[int] | None = None
     serve_requests: int | None = None
+    serve_rounds: int | None = None
     serve_time_limit: float | None = None
 
     def resolve(self) -> BenchConfig:

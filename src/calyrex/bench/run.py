@@ -79,7 +79,7 @@ def run_bench(config: BenchConfig, log: Any = print) -> dict[str, Any]:
         "serve": lambda: serve.run(
             serve.ServeCase(
                 cfg.serve_model, cfg.serve_system, cfg.serve_tokens, cfg.serve_streams,
-                cfg.serve_requests, cfg.serve_time_limit,
+                cfg.serve_requests, cfg.serve_time_limit, cfg.serve_rounds,
             ),
             cfg.placement, device, dtype,
         ),

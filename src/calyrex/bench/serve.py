@@ -41,7 +41,7 @@ class ServeCase:
     streams: list[int]  # concurrent streams per throughput point
     requests: int  # requests per stream per point
     time_limit_s: float
-    repeats: int = 3  # cold/cached time-to-first-token pairs
+    rounds: int = 3  # each point runs this often, the servers taking turns; medians reported
 
 
 def _load(name: str, device: torch.device, dtype: torch.dtype) -> tuple[Any, Any]:
@@ -179,6 +179,19 @@ def _serving(*args: Any) -> Iterator[str]:
         proc.join(30)
 
 
+def _rounds(measure: Any, args: list[Any], rounds: int) -> list[dict[str, Any]]:
+    """``measure(arg)`` for each arg, ``rounds`` times taking turns; per arg the median run."""
+    runs: list[list[dict[str, Any]]] = [[] for _ in args]
+    for _ in range(rounds):
+        for i, arg in enumerate(args):
+            runs[i].append(measure(arg))
+    out = []
+    for r in runs:
+        mid = sorted(r, key=lambda x: x["tokens_per_s"])[len(r) // 2]
+        out.append({**mid, "all_tokens_per_s": [x["tokens_per_s"] for x in r]})
+    return out
+
+
 def _tokenizer_and_config(name: str) -> tuple[Any, Any]:
     if name == "tiny":
         from calyrex.testing import tiny_config, tiny_tokenizer
@@ -213,20 +226,26 @@ def run(
     ):
         for u in (base_url, url):  # warm both servers, the shared system prompt cached on both
             throughput(u, system, 1, 1, 1)
-        out["ttft"] = ttft(url, system, case.repeats)
+        out["ttft"] = ttft(url, system, max(3, case.rounds))
         points = []
         for s in case.streams:
             if left() <= 0:
                 points.append({"streams": s, "skipped": "time limit"})
                 continue
-            b = throughput(base_url, system, s, case.requests, case.tokens)  # taking turns
-            c = throughput(url, system, s, case.requests, case.tokens)
+            b, c = _rounds(
+                lambda u: throughput(u, system, s, case.requests, case.tokens),  # noqa: B023
+                [base_url, url],
+                case.rounds,
+            )
             points.append({"streams": s, "base": b, "calyrex": c,
                            "ratio_vs_base": c["tokens_per_s"] / b["tokens_per_s"]})  # fmt: skip
         out["throughput"] = points
         if left() > 0:
-            seq = throughput(url, system, 1, n, case.tokens)
-            conc = throughput(url, system, n, 1, case.tokens)
+            seq, conc = _rounds(
+                lambda shape: throughput(url, system, *shape, case.tokens),
+                [(1, n), (n, 1)],
+                case.rounds,
+            )
             out["concurrency"] = {"requests": n, "sequential": seq, "concurrent": conc,
                                   "ratio": conc["tokens_per_s"] / seq["tokens_per_s"]}  # fmt: skip
     out["time_limit_reached"] = left() <= 0
