@@ -13,12 +13,17 @@ MIB = 2**20
 
 
 def _header(r: dict[str, Any]) -> str:
-    m, s = r["machine"], r["shape"]
+    m, s = r["machine"], r.get("shape")
     hw = m.get("gpu") or f"{m['cpu']} ({m['cpu_cores']} cores, {m['torch_threads']} threads)"
-    return (
+    head = (
         f"machine: {hw} · {m['device']} {m['dtype']} · {m['platform']}\n"
         f"versions: python {m['python']} · torch {m['torch']} · transformers {m['transformers']}"
-        f" · peft {m['peft']} · calyrex {m['calyrex']}\n"
+        f" · peft {m['peft']} · calyrex {m['calyrex']}"
+    )
+    if s is None:  # serve only: its model is named in its own table
+        return f"{head} · preset {r['settings']['preset']}"
+    return (
+        f"{head}\n"
         f"shape: {s['name']} (hidden {s['hidden_size']}, {s['num_hidden_layers']} layers, "
         f"{s['num_attention_heads']} heads, {s['num_key_value_heads']} kv heads, FFN "
         f"{s['intermediate_size']}, vocab {s['vocab_size']}) · CAL blocks after layers "

@@ -12,7 +12,7 @@ import calyrex
 from . import inference, scaling, serve, shared, train
 from .config import BenchConfig
 from .measure import machine
-from .shapes import SHAPES, backbone_config, build_backbone
+from .shapes import SHAPES, build_backbone
 
 
 def _summary(results: dict[str, Any]) -> dict[str, float]:
@@ -41,12 +41,10 @@ def run_bench(config: BenchConfig, log: Any = print) -> dict[str, Any]:
     needs_backbone = set(cfg.sections) - {"serve"}  # serve loads its own model and tokenizer
     backbone = build_backbone(cfg.shape, device, dtype, cfg.seed) if needs_backbone else None
     cal = calyrex.CalyrexConfig(placement=cfg.placement)
-    results: dict[str, Any] = {
-        "machine": machine(device, dtype),
-        "shape": {"name": cfg.shape, **SHAPES[cfg.shape]},
-        "cal_layers": cal.resolve(backbone_config(cfg.shape)).layers,
-        "settings": vars(cfg),
-    }
+    results: dict[str, Any] = {"machine": machine(device, dtype), "settings": vars(cfg)}
+    if backbone is not None:  # the random-weight shape the other sections measure
+        results["shape"] = {"name": cfg.shape, **SHAPES[cfg.shape]}
+        results["cal_layers"] = cal.resolve(backbone.config).layers
     steps = {
         "train": lambda: train.run(
             backbone,

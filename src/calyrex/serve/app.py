@@ -102,7 +102,8 @@ def create_app(engine: Engine) -> FastAPI:
 
 def _encode(engine: Engine, req: ChatRequest) -> Prompt:
     try:
-        return encode_prompt(engine.tokenizer, req.messages)
+        with engine.encode_lock:
+            return encode_prompt(engine.tokenizer, req.messages)
     except ChatTemplateError as err:
         raise APIError(400, f"the chat template rejected the conversation: {err}") from err
 

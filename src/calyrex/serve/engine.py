@@ -15,6 +15,7 @@ back through its ``emit`` callback (the server wraps it onto its event loop).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import threading
 import time
@@ -104,6 +105,10 @@ class Engine:
         self, model: Any, tokenizer: Any, cfg: ServeConfig, metrics: Metrics | None = None
     ) -> None:
         self.model, self.tokenizer, self.cfg = model.eval(), tokenizer, cfg
+        # HF fast tokenizers mutate their padding/truncation state on every call: the engine
+        # thread decodes with its own copy, request threads encode with ``tokenizer`` under a lock
+        self._detokenizer = copy.deepcopy(tokenizer)
+        self.encode_lock = threading.Lock()
         self.metrics = metrics or Metrics()
         self.cache = PromptCache(cfg.cache_bytes)
         self.uses_span = hasattr(model, "cal_blocks")  # a plain HF model takes no system_mask
@@ -217,7 +222,7 @@ class Engine:
             return
         cache, logits, cached = self._prefill(job)
         usage = Usage(len(job.prompt.input_ids), cached_tokens=cached)
-        row = _Row(job, Sampler(job.sampling), TextStream(self.tokenizer, job.stop), usage)
+        row = _Row(job, Sampler(job.sampling), TextStream(self._detokenizer, job.stop), usage)
         self.metrics.observe(
             "calyrex_time_to_first_token_seconds", time.perf_counter() - job.submitted
         )
