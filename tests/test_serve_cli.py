@@ -45,7 +45,7 @@ def test_cli_serves_ruleworld_and_shuts_down_gracefully():
         assert frames[-1] == "data: [DONE]"
         error = json.loads(frames[-2][6:])["error"]
         assert "shutting down" in error["message"]
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=60) == 0, proc.stdout.read()
     finally:
         if proc.poll() is None:
             proc.kill()

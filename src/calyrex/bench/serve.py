@@ -274,10 +274,10 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
             f"{t['ttft_ratio_cached_vs_cold']:.3f}", f"≤ {GOALS['ttft']}")]  # fmt: skip
     for p in r["throughput"]:
         if "ratio_vs_base" not in p:
-            out.append((f"throughput, {p['streams']} streams", "skipped", "", "", ""))
+            out.append((_streams(p["streams"]), "skipped", "", "", ""))
             continue
         c, b = p["calyrex"], p["base"]
-        out.append((f"throughput, {p['streams']} streams", f"{c['tokens_per_s']:.1f} tok/s",
+        out.append((_streams(p["streams"]), f"{c['tokens_per_s']:.1f} tok/s",
                     f"base {b['tokens_per_s']:.1f} tok/s", f"{p['ratio_vs_base']:.3f}",
                     f"≥ {GOALS['throughput']}"))  # fmt: skip
     if "concurrency" in r:
@@ -287,6 +287,10 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
                     f"{c['sequential']['tokens_per_s']:.1f} tok/s", f"{c['ratio']:.2f}",
                     f"≥ {GOALS['concurrency']}"))  # fmt: skip
     return out
+
+
+def _streams(n: int) -> str:
+    return f"throughput, {n} stream{'s' if n > 1 else ''}"
 
 
 def markdown(r: dict[str, Any]) -> str:

@@ -72,5 +72,8 @@ def serve(
 
     server.handle_exit = handle_exit  # type: ignore[method-assign]
     print(f"calyrex serve: {cfg.model_name} on http://{host}:{port}/v1", flush=True)
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn re-raises the signal it shut down on
+        pass
     return 0

@@ -68,6 +68,7 @@ class Job:
     ignore_eos: bool = False  # run to max_tokens
     cancelled: threading.Event = field(default_factory=threading.Event)
     submitted: float = field(default_factory=time.perf_counter)
+    closed: bool = False  # its done/error event was sent
 
 
 @dataclass
@@ -206,9 +207,8 @@ class Engine:
                     for row in self._rows:
                         self._fail(row.job, f"generation failed: {type(err).__name__}: {err}")
                     self._rows, self._batch = [], DecodeBatch()
-            time.sleep(
-                0
-            )  # hand the GIL to the HTTP thread between steps (tiny models are GIL-bound)
+            # hand the GIL to the HTTP thread between steps (small models are GIL-bound)
+            time.sleep(0)
         with self._cond:
             left = [r.job for r in self._rows] + list(self._waiting)
             self._rows, self._waiting = [], deque()
@@ -316,17 +316,22 @@ class Engine:
 
     # -- ends ----------------------------------------------------------------------------------
     def _finish(self, job: Job, usage: Usage, reason: str) -> None:
+        if job.closed:
+            return
         self.metrics.add("calyrex_requests_total", label=reason)
         self.metrics.add("calyrex_prompt_tokens_total", usage.prompt_tokens)
         job.emit(Event("done", finish_reason=reason, usage=usage))
-        self._release()
+        self._release(job)
 
     def _fail(self, job: Job, message: str, status: int = 500) -> None:
+        if job.closed:
+            return
         self.metrics.add("calyrex_requests_total", label="error")
         job.emit(Event("error", text=message, status=status))
-        self._release()
+        self._release(job)
 
-    def _release(self) -> None:
+    def _release(self, job: Job) -> None:
+        job.closed = True
         with self._cond:
             self._inflight -= 1
             self._cond.notify_all()
