@@ -96,3 +96,18 @@ def test_text_stream_cuts_at_stop_strings_across_tokens(tok):
     assert stream.stopped and out == "Hello! How "
     plain = TextStream(tok, stop=[])
     assert "".join(plain.push(t) for t in ids) + plain.flush() == "Hello! How are you today?"
+
+
+def test_a_zero_initialised_adapter_serves_the_base_model(tok):
+    import calyrex
+    from calyrex.testing import tiny_model
+
+    wrapped = calyrex.wrap(tiny_model("qwen2"), calyrex.CalyrexConfig(placement="late_half"))
+    eng = engine(wrapped, tok).start()
+    conv = conversation("say the secret")
+    sink = Collect()
+    eng.submit(_job(tok, conv, 8, sink))
+    assert sink.done.wait(60)
+    eng.shutdown()
+    base = reference(tiny_model("qwen2"), tok, conv, 8, eng.eos, with_span=False)
+    assert "".join(sink.text) == base
