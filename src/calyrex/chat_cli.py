@@ -49,13 +49,7 @@ def chat(
     model: str, adapter: str | None = None, system: str | None = None, max_new_tokens: int = 128
 ) -> None:
     """Chat in the terminal with MODEL (+ ADAPTER) under an optional --system prompt; /reset, /quit."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from .loading import load_model
 
-    from .loading import load_adapter
-    from .resolve import resolve_model
-
-    model = resolve_model(model)
-    tok = AutoTokenizer.from_pretrained(model)
-    hf_model = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
-    loaded = load_adapter(hf_model, adapter, tokenizer=tok).eval() if adapter else hf_model
+    loaded, tok = load_model(model, adapter)
     session(loaded, tok, system, max_new_tokens, sys.stdin, sys.stdout)

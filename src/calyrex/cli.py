@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "demo": "calyrex.ruleworld.demo:demo",
     "ablate": "calyrex.ablation:ablate",
     "chat": "calyrex.chat_cli:chat",
+    "serve": "calyrex.serve.command:serve",
     "reproduce": "calyrex.reproduce.command:reproduce",
 }
 

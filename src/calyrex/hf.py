@@ -154,3 +154,31 @@ def cache_length(cache: Any, layer: int = 0) -> int:
 
 def output_cache(output: Any) -> Any:
     return getattr(output, "cache", None) or getattr(output, "past_key_values", None)
+
+
+def cache_kv(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per decoder layer (K, V), each (B, Hkv, L, Dh), of a full-attention ``DynamicCache``."""
+    from transformers.cache_utils import DynamicLayer
+
+    if any(type(layer) is not DynamicLayer for layer in cache.layers):
+        raise ValueError(
+            "only full-attention DynamicCache layers can be batched (no sliding window or "
+            "recurrent layers)"
+        )
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def cache_from_kv(kv: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    """A ``DynamicCache`` holding these per-layer (K, V) tensors."""
+    from transformers import DynamicCache
+
+    return DynamicCache(ddp_cache_data=kv)
+
+
+def cache_kwargs(model: nn.Module, cache: Any) -> dict[str, Any]:
+    """The keyword a model's forward takes its KV cache by (``cache`` since transformers 5.x)."""
+    import inspect
+
+    base = getattr(model, "base", model)  # a CalyrexModel forwards to its HF model
+    names = inspect.signature(base.forward).parameters
+    return {"cache": cache} if "cache" in names else {"past_key_values": cache}

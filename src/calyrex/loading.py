@@ -70,3 +70,19 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike) -> None:
         model.save_adapter(str(directory))
     else:
         model.save_pretrained(str(directory))
+
+
+def load_model(
+    model: str, adapter: str | None = None, dtype: str = "float32", device: str = "cpu"
+) -> tuple[nn.Module, Any]:
+    """(model in eval mode, tokenizer): ``model`` through the one resolver, ``adapter`` on it."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .resolve import resolve_model
+
+    path = resolve_model(model)
+    tok = AutoTokenizer.from_pretrained(path)
+    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device)
+    loaded = load_adapter(hf_model, adapter, tokenizer=tok) if adapter else hf_model
+    return loaded.eval(), tok

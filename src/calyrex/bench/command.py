@@ -28,6 +28,13 @@ def bench(
     shared_batch: int | None = None,
     shared_system: int | None = None,
     shared_conversation: int | None = None,
+    serve_model: str | None = None,
+    serve_system: int | None = None,
+    serve_tokens: int | None = None,
+    serve_streams: list[int] | None = None,
+    serve_requests: int | None = None,
+    serve_rounds: int | None = None,
+    serve_time_limit: float | None = None,
     threads: int | None = None,
     json: str | None = None,
 ) -> int:
@@ -36,7 +43,9 @@ def bench(
     Backbones of real shape with random weights (--shape qwen2.5-0.5b | qwen2.5-1.5b | tiny);
     --preset full (the issue's sizes, default on CUDA) | cpu (default without CUDA) | quick
     (tiny, seconds); any size flag overrides the preset. --sections picks from train,
-    inference, scaling, shared. --json FILE writes every figure.
+    inference, scaling, shared (the default: all four) and serve (calyrex serve on loopback:
+    --serve-model ruleworld|tiny, --serve-system, --serve-tokens, --serve-streams,
+    --serve-requests, --serve-rounds, --serve-time-limit). --json FILE writes every figure.
     """
     options = {k: v for k, v in locals().items() if k not in ("quick", "threads", "json")}
     import torch

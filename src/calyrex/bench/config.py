@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-SECTIONS = ("train", "inference", "scaling", "shared")
+SECTIONS = ("train", "inference", "scaling", "shared", "serve")
+DEFAULT_SECTIONS = SECTIONS[:4]  # serve needs the calyrex[serve] extra: asked for by name
 DOUBLINGS = [1024, 2048, 4096, 8192, 16384]
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -22,6 +23,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         train_warmup=3, system_tokens=500, conversation_tokens=2000, decode_steps=64, repeats=5,
         scaling_lengths=DOUBLINGS, scaling_span=500, decode_contexts=DOUBLINGS,
         shared_batch=32, shared_system=500, shared_conversation=2000,
+        serve_model="ruleworld", serve_system=500, serve_tokens=64, serve_streams=[1, 4, 16],
+        serve_requests=4, serve_rounds=3, serve_time_limit=900.0,
     ),
     "cpu": dict(
         shape="qwen2.5-0.5b",
@@ -29,6 +32,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         train_warmup=1, system_tokens=250, conversation_tokens=1000, decode_steps=8, repeats=2,
         scaling_lengths=DOUBLINGS, scaling_span=500, decode_contexts=[512, 1024, 2048, 4096, 8192],
         shared_batch=32, shared_system=128, shared_conversation=16,
+        serve_model="ruleworld", serve_system=500, serve_tokens=32, serve_streams=[1, 4, 16],
+        serve_requests=2, serve_rounds=3, serve_time_limit=900.0,
     ),
     "quick": dict(
         shape="tiny",
@@ -36,6 +41,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         train_warmup=1, system_tokens=16, conversation_tokens=48, decode_steps=4, repeats=1,
         scaling_lengths=[64, 128, 256], scaling_span=16, decode_contexts=[64, 128, 256],
         shared_batch=4, shared_system=16, shared_conversation=8,
+        serve_model="tiny", serve_system=48, serve_tokens=4, serve_streams=[1, 2, 4],
+        serve_requests=1, serve_rounds=1, serve_time_limit=120.0,
     ),
 }  # fmt: skip
 
@@ -44,7 +51,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 class BenchConfig:
     preset: str | None = None  # None: "full" on CUDA, "cpu" otherwise
     shape: str | None = None
-    sections: list[str] = field(default_factory=lambda: list(SECTIONS))
+    sections: list[str] = field(default_factory=lambda: list(DEFAULT_SECTIONS))
     device: str | None = None  # None: cuda when available
     dtype: str | None = None  # None: bfloat16 on CUDA, float32 on CPU
     placement: str = "late8th"
@@ -65,6 +72,13 @@ class BenchConfig:
     shared_batch: int | None = None
     shared_system: int | None = None
     shared_conversation: int | None = None
+    serve_model: str | None = None
+    serve_system: int | None = None
+    serve_tokens: int | None = None
+    serve_streams: list[int] | None = None
+    serve_requests: int | None = None
+    serve_rounds: int | None = None
+    serve_time_limit: float | None = None
 
     def resolve(self) -> BenchConfig:
         """A copy with the device, dtype and every unset size taken from the preset."""

@@ -28,8 +28,6 @@ def token_batch(
 
 def with_cache(model: torch.nn.Module, cache: object) -> dict[str, object]:
     """The keyword a model's forward takes its KV cache by (``cache`` since transformers 5.x)."""
-    import inspect
+    from calyrex.hf import cache_kwargs
 
-    base = getattr(model, "base", model)  # a CalyrexModel forwards to its HF model
-    names = inspect.signature(base.forward).parameters
-    return {"cache": cache} if "cache" in names else {"past_key_values": cache}
+    return cache_kwargs(model, cache)

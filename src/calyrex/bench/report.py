@@ -13,12 +13,17 @@ MIB = 2**20
 
 
 def _header(r: dict[str, Any]) -> str:
-    m, s = r["machine"], r["shape"]
+    m, s = r["machine"], r.get("shape")
     hw = m.get("gpu") or f"{m['cpu']} ({m['cpu_cores']} cores, {m['torch_threads']} threads)"
-    return (
+    head = (
         f"machine: {hw} · {m['device']} {m['dtype']} · {m['platform']}\n"
         f"versions: python {m['python']} · torch {m['torch']} · transformers {m['transformers']}"
-        f" · peft {m['peft']} · calyrex {m['calyrex']}\n"
+        f" · peft {m['peft']} · calyrex {m['calyrex']}"
+    )
+    if s is None:  # serve only: its model is named in its own table
+        return f"{head} · preset {r['settings']['preset']}"
+    return (
+        f"{head}\n"
         f"shape: {s['name']} (hidden {s['hidden_size']}, {s['num_hidden_layers']} layers, "
         f"{s['num_attention_heads']} heads, {s['num_key_value_heads']} kv heads, FFN "
         f"{s['intermediate_size']}, vocab {s['vocab_size']}) · CAL blocks after layers "
@@ -116,6 +121,21 @@ def _shared(s: dict[str, Any]) -> Table:
     return table
 
 
+def _serve(s: dict[str, Any]) -> Table:
+    from .serve import rows
+
+    c = s["case"]
+    table = Table(
+        title=f"Serving · calyrex serve on loopback, {s['model']} (CAL after layers "
+        f"{s['cal_layers']}), {c['tokens']} tokens per request, {c['requests']} requests per stream"
+    )
+    for col in ("figure", "CALYREX", "compared with", "ratio", "goal"):
+        table.add_column(col, justify="right")
+    for row in rows(s):
+        table.add_row(*row)
+    return table
+
+
 def show(results: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console(width=None if Console().is_terminal else 132)
     console.print(_header(results))
@@ -128,6 +148,8 @@ def show(results: dict[str, Any], console: Console | None = None) -> None:
         console.print(_scaling(results["scaling"]))
     if "shared" in results:
         console.print(_shared(results["shared"]))
+    if "serve" in results:
+        console.print(_serve(results["serve"]))
 
 
 def write_json(results: dict[str, Any], path: str) -> None:

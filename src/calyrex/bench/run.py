@@ -9,7 +9,7 @@ import torch
 
 import calyrex
 
-from . import inference, scaling, shared, train
+from . import inference, scaling, serve, shared, train
 from .config import BenchConfig
 from .measure import machine
 from .shapes import SHAPES, build_backbone
@@ -28,6 +28,8 @@ def _summary(results: dict[str, Any]) -> dict[str, float]:
         for key in ("prefill_ratio_vs_base", "decode_ratio_vs_base", "flop_ratio_vs_base"):
             out[key] = i[key]
         out["decode_flop_ratio_vs_base"] = i["decode_flop_ratio_vs_base"]
+    if "serve" in results:
+        out.update(serve.summary(results["serve"]))
     return out
 
 
@@ -36,14 +38,13 @@ def run_bench(config: BenchConfig, log: Any = print) -> dict[str, Any]:
     cfg = config.resolve()
     device, dtype = cfg.torch_device, cfg.torch_dtype
     torch.manual_seed(cfg.seed)
-    backbone = build_backbone(cfg.shape, device, dtype, cfg.seed)
+    needs_backbone = set(cfg.sections) - {"serve"}  # serve loads its own model and tokenizer
+    backbone = build_backbone(cfg.shape, device, dtype, cfg.seed) if needs_backbone else None
     cal = calyrex.CalyrexConfig(placement=cfg.placement)
-    results: dict[str, Any] = {
-        "machine": machine(device, dtype),
-        "shape": {"name": cfg.shape, **SHAPES[cfg.shape]},
-        "cal_layers": cal.resolve(backbone.config).layers,
-        "settings": vars(cfg),
-    }
+    results: dict[str, Any] = {"machine": machine(device, dtype), "settings": vars(cfg)}
+    if backbone is not None:  # the random-weight shape the other sections measure
+        results["shape"] = {"name": cfg.shape, **SHAPES[cfg.shape]}
+        results["cal_layers"] = cal.resolve(backbone.config).layers
     steps = {
         "train": lambda: train.run(
             backbone,
@@ -72,6 +73,13 @@ def run_bench(config: BenchConfig, log: Any = print) -> dict[str, Any]:
                 cfg.shared_batch, cfg.shared_system, cfg.shared_conversation, cfg.repeats
             ),
             device,
+        ),
+        "serve": lambda: serve.run(
+            serve.ServeCase(
+                cfg.serve_model, cfg.serve_system, cfg.serve_tokens, cfg.serve_streams,
+                cfg.serve_requests, cfg.serve_time_limit, cfg.serve_rounds,
+            ),
+            cfg.placement, device, dtype,
         ),
     }  # fmt: skip
     for name in cfg.sections:

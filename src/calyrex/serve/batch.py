@@ -1,0 +1,160 @@
+"""Iteration-level batching: conversations of different lengths decode together, step by step.
+
+A request is prefilled on its own (one row); its cache then joins the running batch. Rows are
+**left-padded** to the batch's length ``L``:
+
+    row 0   · · k k k k k      attention_mask 0 0 1 1 1 1 1   position of the next token: 5
+    row 1   k k k k k k k                     1 1 1 1 1 1 1                               7
+
+- backbone K/V: zeros on the left, masked out by the attention mask;
+- CAL K/V: padded along the span to the longest span (``key_valid`` False), span positions
+  shifted by the row's padding (every cached span key precedes every decode query, so only
+  their order matters);
+- each decode step passes every row's own position (``position_ids``), so RoPE and the span
+  see what they would see with the row alone: outputs equal one-by-one decoding up to float
+  reduction order.
+
+A finished or cancelled row leaves by row selection; columns that are padding in every remaining
+row are dropped. Rows join and leave only between steps.
+
+Legend: B rows, L padded length, S span keys (padded), Hkv kv heads, Dh head dim, V vocab.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .. import hf
+from ..span import CACHE_ATTR, CALCache, cal_cache
+
+
+def _rebuild(cache: Any, fn: Any, shift: int, width: int, rows: torch.Tensor | None = None) -> Any:
+    """A new cache with ``fn`` applied to every backbone K/V; CAL positions moved by ``shift``."""
+    new = hf.cache_from_kv([(fn(k), fn(v)) for k, v in hf.cache_kv(cache)])
+    store = cal_cache(cache)
+    if store is not None:
+        pick = (lambda t: t) if rows is None else (lambda t: t[rows])  # noqa: E731
+        moved = CALCache(
+            key_pos=pick(store.key_pos) + shift,
+            key_valid=pick(store.key_valid),
+            kv={i: (pick(k), pick(v)) for i, (k, v) in store.kv.items()},
+            length=width,
+        )
+        moved.all_valid = bool(moved.key_valid.all())
+        setattr(new, CACHE_ATTR, moved)
+    return new
+
+
+def _pad_span(store: CALCache, width: int, like: dict[int, tuple[torch.Tensor, ...]]) -> CALCache:
+    """The CAL cache padded to ``width`` span keys (invalid, zero K/V) on the right."""
+    pad = width - store.key_pos.shape[1]
+    kv = {}
+    for i, (k0, _) in like.items():
+        empty = k0.new_zeros(store.batch, k0.shape[1], 0, k0.shape[3])
+        k, v = store.kv.get(i, (empty, empty))
+        kv[i] = (F.pad(k, (0, 0, 0, pad)), F.pad(v, (0, 0, 0, pad)))  # (B, Hkv, S, Dh)
+    return CALCache(
+        key_pos=F.pad(store.key_pos, (0, pad)),
+        key_valid=F.pad(store.key_valid, (0, pad), value=False),
+        kv=kv,
+        length=store.length,
+    )
+
+
+def concat(caches: list[Any], width: int) -> Any:
+    """Stack caches of equal length ``width`` along the batch (CAL spans padded to the longest)."""
+    layers = zip(*(hf.cache_kv(c) for c in caches), strict=True)
+    new = hf.cache_from_kv(
+        [(torch.cat([k for k, _ in kv]), torch.cat([v for _, v in kv])) for kv in layers]
+    )
+    stores = [cal_cache(c) for c in caches]
+    if all(s is not None for s in stores):
+        span = max(s.key_pos.shape[1] for s in stores)
+        like = next((s.kv for s in stores if s.kv), {})
+        padded = [_pad_span(s, span, like) for s in stores]
+        merged = CALCache(
+            key_pos=torch.cat([s.key_pos for s in padded]),
+            key_valid=torch.cat([s.key_valid for s in padded]),
+            kv={
+                i: (
+                    torch.cat([s.kv[i][0] for s in padded]),
+                    torch.cat([s.kv[i][1] for s in padded]),
+                )
+                for i in like
+            },
+            length=width,
+        )
+        merged.all_valid = bool(merged.key_valid.all())
+        setattr(new, CACHE_ATTR, merged)
+    return new
+
+
+def left_pad(cache: Any, pad: int) -> Any:
+    """``cache`` with ``pad`` empty positions before its first token."""
+    width = hf.cache_length(cache) + pad
+    return _rebuild(cache, lambda t: F.pad(t, (0, 0, pad, 0)), pad, width)
+
+
+class DecodeBatch:
+    """The running batch: one padded cache, its attention mask and every row's real length."""
+
+    def __init__(self) -> None:
+        self.cache: Any = None
+        self.mask: torch.Tensor | None = None  # (B, L) long, 0 on left padding
+        self.lengths: list[int] = []  # real tokens per row
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def width(self) -> int:
+        return 0 if self.mask is None else self.mask.shape[1]
+
+    def add(self, cache: Any, length: int) -> None:
+        """Append a prefilled one-row cache of ``length`` tokens as the last row."""
+        device = hf.cache_kv(cache)[0][0].device
+        row_mask = torch.ones(1, length, dtype=torch.long, device=device)
+        if not self.lengths:
+            self.cache, self.mask, self.lengths = cache, row_mask, [length]
+            return
+        width = max(self.width, length)
+        old, new = left_pad(self.cache, width - self.width), left_pad(cache, width - length)
+        self.cache = concat([old, new], width)
+        self.mask = torch.cat(
+            [F.pad(self.mask, (width - self.width, 0)), F.pad(row_mask, (width - length, 0))]
+        )
+        self.lengths.append(length)
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only ``rows`` (in this order); drop columns that are padding in all of them."""
+        if not rows:
+            self.cache, self.mask, self.lengths = None, None, []
+            return
+        if rows == list(range(len(self))):
+            return
+        lengths = [self.lengths[i] for i in rows]
+        cut = self.width - max(lengths)  # leading columns no remaining row uses
+        idx = torch.tensor(rows, device=self.mask.device)
+        self.cache = _rebuild(
+            self.cache, lambda t: t[idx, :, cut:], -cut, self.width - cut, rows=idx
+        )
+        self.mask, self.lengths = self.mask[idx, cut:], lengths
+
+    @torch.no_grad()
+    def step(self, model: Any, tokens: torch.Tensor) -> torch.Tensor:
+        """Forward one token per row ``tokens`` (B,); returns the next-token logits (B, V)."""
+        mask = F.pad(self.mask, (0, 1), value=1)  # (B, L + 1)
+        positions = torch.tensor(self.lengths, device=mask.device)[:, None]  # (B, 1)
+        out = model(
+            input_ids=tokens[:, None],
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            **hf.cache_kwargs(model, self.cache),
+        )
+        self.cache = hf.output_cache(out)
+        self.mask, self.lengths = mask, [n + 1 for n in self.lengths]
+        return out.logits[:, -1].float()

@@ -1,0 +1,79 @@
+"""``calyrex serve``: the options are this function's signature (see calyrex/cli.py)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from .config import ServeConfig
+
+
+def serve(
+    model: str,
+    adapter: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    system_prompt: str | None = None,
+    client_system: str = "reject",
+    developer_role: str = "reject",
+    later_system: str = "reject",
+    max_concurrency: int = 8,
+    max_queue: int = 64,
+    cache_bytes: int = 1 << 30,
+    cache_salt: str = "",
+    served_model_name: str | None = None,
+    dtype: str = "float32",
+    device: str = "cpu",
+    shutdown_grace: float = 10.0,
+) -> int:
+    """Serve MODEL (+ ADAPTER) behind an OpenAI-compatible API (/v1/chat/completions).
+
+    --system-prompt FILE pins the operator's system prompt (client system messages are rejected,
+    or replaced with --client-system override). --developer-role reject|system|user and
+    --later-system reject|user set the span policy. --max-concurrency requests decode together,
+    --max-queue more wait, then 429. --cache-bytes bounds the system-prompt cache (0: off);
+    --cache-salt separates tenants. The served model id is --served-model-name (default: MODEL).
+    """
+    import uvicorn
+
+    from ..loading import load_model
+    from .app import create_app
+    from .engine import Engine
+
+    cfg = ServeConfig(
+        model_name=served_model_name or model,
+        max_concurrency=max_concurrency,
+        max_queue=max_queue,
+        cache_bytes=cache_bytes,
+        cache_salt=cache_salt,
+        system_prompt=Path(system_prompt).read_text() if system_prompt else None,
+        client_system=client_system,
+        developer_role=developer_role,
+        later_system=later_system,
+        shutdown_grace_s=shutdown_grace,
+    )
+    hf_model, tok = load_model(model, adapter, dtype, device)
+    engine = Engine(hf_model, tok, cfg).start()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(engine),
+            host=host,
+            port=port,
+            timeout_graceful_shutdown=int(shutdown_grace) + 5,
+        )
+    )
+    exit_uvicorn = server.handle_exit
+
+    def handle_exit(sig: int, frame: Any) -> None:
+        # let running requests finish (or end them with a final error event), then stop
+        threading.Thread(target=engine.shutdown, daemon=True).start()
+        exit_uvicorn(sig, frame)
+
+    server.handle_exit = handle_exit  # type: ignore[method-assign]
+    print(f"calyrex serve: {cfg.model_name} on http://{host}:{port}/v1", flush=True)
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn re-raises the signal it shut down on
+        pass
+    return 0
