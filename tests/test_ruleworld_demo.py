@@ -80,3 +80,30 @@ def test_pretrain_flag_builds_a_fresh_backbone_in_out(tmp_path):
     mtime = (path / "model.safetensors").stat().st_mtime
     assert _backbone(tmp_path, quick=True, seed=0, given=None, fresh=True) == path
     assert (path / "model.safetensors").stat().st_mtime == mtime  # reused, not retrained
+
+
+def test_seeds_report_mean_and_spread_per_method(tmp_path, monkeypatch):
+    """--seeds trains once per seed; each rate becomes the mean with its spread (wiring only:
+    the per-seed runs are stubbed, the quick demo above covers training and evaluation)."""
+    from calyrex.ruleworld import demo as demo_module
+    from calyrex.ruleworld.evaluate import EvalConfig
+    from calyrex.ruleworld.intervals import proportion
+
+    def one_seed(root, cfg, world, path, seed):
+        rate = proportion([True] * (seed + 1) + [False] * (3 - seed))
+        curve = {"1": rate, "2": rate}
+        metrics = {"task_accuracy": rate, **{key: curve for key, *_ in PLOTS}}
+        methods = {m: metrics for m in METHODS}
+        trained = {m: {"trainable_params": 10, "train_loss": 1.0 + seed} for m in METHODS}
+        return methods, trained, {m: 1.0 for m in METHODS}, EvalConfig(n=4)
+
+    monkeypatch.setattr(demo_module, "_one_seed", one_seed)
+    results = demo_module.run_demo(quick=True, out=str(tmp_path), seeds=[0, 1, 2])
+    entry = results["methods"]["lora"]["task_accuracy"]
+    assert entry["seeds"] == [0.25, 0.5, 0.75] and entry["rate"] == 0.5 and entry["n"] == 4
+    assert entry["ci95"][0] < 0.5 < entry["ci95"][1] and entry["sd"] == 0.25
+    assert set(results["per_seed"]) == {"0", "1", "2"}
+    assert results["setup"]["calyrex"]["train_loss"] == [1.0, 2.0, 3.0]
+    assert "sd 0.25" in (tmp_path / "results.md").read_text()
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["command"] == "calyrex demo --quick --seeds 0 1 2"

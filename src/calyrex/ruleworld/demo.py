@@ -10,6 +10,7 @@ from the run.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,6 +160,7 @@ def run_demo(
     world = World(seed)
     path = _backbone(root, quick, seed, backbone, fresh=pretrain)
     runs, timing = [], {"command": _command(quick, seed, seeds, backbone, pretrain)}
+    load = os.getloadavg()[0]  # a busy machine explains a slow run
     for s in seeds or [seed]:
         sub = root if not seeds else root / f"seed{s}"
         sub.mkdir(parents=True, exist_ok=True)
@@ -187,6 +189,8 @@ def run_demo(
     (root / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     write_markdown(results, root / "results.md")
     timing["seconds"] = round(time.time() - start, 1)
+    timing["cpus"] = torch.get_num_threads()
+    timing["load_average"] = [round(load, 2), round(os.getloadavg()[0], 2)]
     (root / "run.json").write_text(json.dumps(timing, indent=2) + "\n")
     print_table(methods)
     print(f"results -> {root}/results.md (full table), results.json, {', '.join(setup['plots'])}")

@@ -27,7 +27,8 @@ def record(run_dir: Path, docs: Path, name: str) -> Path:
     results = json.loads((run_dir / "results.json").read_text())
     docs.mkdir(parents=True, exist_ok=True)
     out = docs / f"{name}.json"
-    entry = {"command": run["command"], "seconds": run["seconds"], "results": results}
+    entry = {k: run.get(k) for k in ("command", "seconds", "cpus", "load_average")}
+    entry["results"] = results
     out.write_text(json.dumps(entry, indent=2) + "\n")
     for *_, plot in PLOTS:
         shutil.copyfile(run_dir / plot, docs / f"{name}-{plot}")
@@ -58,7 +59,9 @@ def claims(methods: dict[str, dict]) -> list[str]:
             tied += sign == 0
         said = [f"better on {', '.join(better)}"] if better else []
         said += [f"worse on {', '.join(worse)}"] if worse else []
-        said.append(f"no separation on the other {tied}" if said else f"no separation on {tied}")
+        said.append(
+            f"no separation on the other {tied}" if said else f"no separation on any of {tied}"
+        )
         lines.append(f"- **{x} vs {y}**: " + "; ".join(said) + ".")
     return lines
 
@@ -80,9 +83,12 @@ def render(path: Path) -> str:
     entry = json.loads(path.read_text())
     methods, setup = entry["results"]["methods"], entry["results"]["setup"]
     plots = " ".join(f"![{p[3]}](docs/ruleworld/{path.stem}-{p[3]})" for p in PLOTS)
+    load = entry.get("load_average")
+    busy = f", load average {load[0]:.1f} → {load[1]:.1f}" if load else ""
     return (
-        f"**`{entry['command']}`** — {entry['seconds'] / 60:.1f} min wall on 2 CPU cores "
-        f"(`docs/ruleworld/{path.name}`). {_setup_line(setup)}\n\n{markdown_table(methods)}\n"
+        f"**`{entry['command']}`** — {entry['seconds'] / 60:.1f} min wall, {entry['cpus']} CPU threads"
+        f"{busy} (`docs/ruleworld/{path.name}`). {_setup_line(setup)}\n\n"
+        f"{markdown_table(methods)}\n"
         "Where the 95 % intervals do not overlap (↓ rows: lower is better):\n\n"
         + "\n".join(claims(methods))
         + f"\n\n{plots}\n"

@@ -85,6 +85,7 @@ def markdown_table(methods: dict[str, dict]) -> str:
     out.append("|---" * (len(methods) + 2) + "|")
     for key, label in rows(methods):
         cells = " | ".join(cell(m.get(key)) for m in methods.values())
+        label = "· " + label.strip() if label.startswith(" ") else label  # a family's row
         out.append(f"| {label} | {_n(methods, key)} | {cells} |")
     return "\n".join(out) + "\n"
 
