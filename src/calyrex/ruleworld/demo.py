@@ -3,8 +3,9 @@
 Backbone (shipped, or pretrained here) → SFT corpus of rule-following conversations without any
 attack → parameter-matched ``calyrex`` (late8th), ``lora`` and ``parallel_mlp`` trained through
 :func:`calyrex.training.train` with the same data, steps and seed → the base and every method
-evaluated with the checkers → ``results.json``, ``results.md`` and plots. Every number comes
-from the run.
+evaluated with the checkers → ``results.json`` (every rate with its ``n`` and ``ci95``),
+``results.md``, plots with error bars, and ``run.json`` (command, wall times, machine load).
+Every number comes from the run; ``scripts/ruleworld_readme.py`` puts recorded runs in the README.
 """
 
 from __future__ import annotations
