@@ -33,7 +33,13 @@ def test_over_seeds_gives_mean_spread_and_t_interval():
     assert merged["x"]["rate"] == 0.5 and merged["x"]["n"] == 10 and merged["x"]["sd"] == 0.1
     assert merged["x"]["seeds"] == [0.4, 0.5, 0.6]
     half = 4.303 * 0.1 / 3**0.5  # Student's t, 2 degrees of freedom
-    assert merged["x"]["ci95"] == pytest.approx([0.5 - half, 0.5 + half], abs=1e-4)
+    examples = [sum(r["x"]["ci95"][i] for r in runs) / 3 for i in (0, 1)]
+    expected = [min(0.5 - half, examples[0]), max(0.5 + half, examples[1])]
+    assert merged["x"]["ci95"] == pytest.approx(expected, abs=1e-4)
+    wide = over_seeds(
+        [{"x": proportion([True] * (25 + d) + [False] * (25 - d))} for d in (0, 1, 2)]
+    )
+    assert wide["x"]["ci95"][1] - wide["x"]["ci95"][0] > 2 * 4.303 * wide["x"]["sd"] / 3**0.5
     assert merged["by"]["1"]["rate"] == 1.0
     assert over_seeds(runs[:1]) == runs[0]  # one seed: the run itself
     assert value(merged)["by"] == {"1": 1.0}

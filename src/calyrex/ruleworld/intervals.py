@@ -5,8 +5,9 @@ the Wilson score interval (sound at 0 and 1 and for small ``n``, where the norma
 means over examples of a per-example fraction (multi-turn adherence: the share of a session's
 turns that obey) get a percentile bootstrap over examples
 (:func:`calyrex.reproduce.bootstrap.interval`, seeded, so the same verdicts give the same
-interval). Across training seeds (:func:`over_seeds`) the examples are shared, so the interval
-is Student's t over the seeds' rates: it measures how much the recipe varies with its seed.
+interval). Across training seeds (:func:`over_seeds`) the examples are shared: the interval is
+the wider of Student's t over the seeds' rates (how much the recipe varies with its seed) and the
+examples' own interval averaged over the seeds (how much the finite example set leaves open).
 """
 
 from __future__ import annotations
@@ -77,10 +78,14 @@ def over_seeds(entries: Sequence[Any]) -> Any:
     k, m = len(rates), sum(rates) / len(rates)
     sd = math.sqrt(sum((r - m) ** 2 for r in rates) / (k - 1))
     half = T95.get(k - 1, Z95) * sd / math.sqrt(k)
+    # the wider of the seeds' t-interval and the examples' own (averaged over the seeds): with
+    # few seeds that agree, the finite example set is still the larger uncertainty
+    lo = min(m - half, sum(e["ci95"][0] for e in entries) / k)
+    hi = max(m + half, sum(e["ci95"][1] for e in entries) / k)
     return {
         "rate": _r(m),
         "n": first["n"],
-        "ci95": [_r(max(0.0, m - half)), _r(min(1.0, m + half))],
+        "ci95": [_r(max(0.0, lo)), _r(min(1.0, hi))],
         "sd": _r(sd),
         "seeds": rates,
     }

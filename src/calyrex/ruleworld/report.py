@@ -39,8 +39,8 @@ PLOTS = (
 NOTE = (
     "↑ higher is better; ↓ attack success rate, lower is better. Each cell: the rate and its "
     "95 % interval (Wilson over examples; multi-turn: bootstrap over sessions; over several "
-    "seeds: mean and Student's t interval over the seeds, sd = their spread). n = examples per "
-    "method."
+    "seeds: the mean, and the wider of Student's t interval over the seeds and the examples' "
+    "own; sd = the seeds' spread). n = examples per method."
 )
 
 
