@@ -30,3 +30,32 @@ def test_an_unreachable_hub_id_fails_fast_with_the_reason(monkeypatch):
     with pytest.raises(ModelNotFoundError, match="not in the local hub cache"):
         resolve_model("calyrex-test/no-such-model")
     assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--data", "{tmp}/x.jsonl", "--out", "{tmp}/t"],
+        ["eval", "--suite", "ifeval", "--out", "{tmp}/e"],
+        ["chat"],
+        ["ablate", "--data", "{tmp}/x.jsonl", "--suite", "ifeval", "--out", "{tmp}/a"],
+        ["ruleworld-eval"],
+        ["demo", "--quick", "--out", "{tmp}/d", "--backbone"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_every_subcommand_fails_at_once_on_an_unreachable_model(
+    argv, tmp_path, monkeypatch, capsys
+):
+    import huggingface_hub
+
+    from calyrex.cli import main
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    (tmp_path / "x.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    flag = [] if argv[-1] == "--backbone" else ["--model"]
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv] + flag + ["calyrex-test/no-such"]
+    start = time.perf_counter()
+    assert main(argv) == 2
+    assert "not in the local hub cache" in capsys.readouterr().err
+    assert time.perf_counter() - start < 10

@@ -116,7 +116,7 @@ def test_evaluate_runs_on_plain_and_wrapped_models(world):
         "hijack_success",
         "longctx_adherence",
     ):
-        assert 0.0 <= a[key] <= 1.0
+        assert 0.0 <= a[key]["rate"] <= 1.0 and a[key]["n"] > 0
     assert set(a["manyshot_success_by_shots"]) == {"1", "2"}
     assert set(a["multiturn_adherence_by_turn"]) == {"1", "2"}
     assert set(a["longctx_adherence_by_tokens"]) == {"0", "64"}

@@ -1,5 +1,6 @@
 """Training path (issue 3): data, methods, parameter matching, resume, bad input."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -126,6 +127,15 @@ def test_identity_at_step_zero_and_single_batch_overfit(method, tok):
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0], (method, losses[0], losses[-1])
+
+
+def test_a_run_shorter_than_logging_steps_still_logs_its_last_step(backbone, tmp_path):
+    base_dir, data = backbone
+    out = tmp_path / "short"
+    cfg = TrainConfig(model=str(base_dir), data=str(data), out=str(out), max_steps=3)
+    train(dataclasses.replace(cfg, batch_size=4, logging_steps=10, save_steps=100, progress=False))
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [3] and "loss" in metrics[0]
 
 
 @pytest.mark.parametrize("method", METHODS)

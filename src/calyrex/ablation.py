@@ -48,6 +48,9 @@ def ablate(
     start, root = time.time(), Path(out)
     root.mkdir(parents=True, exist_ok=True)
     presets = presets or list(PRESETS)
+    from .resolve import resolve_model
+
+    model, backbone = (resolve_model(m) if m else None for m in (model, backbone))
     if model is None:
         if data or suite or config or eval_data:
             raise ValueError("--data/--suite/--config/--eval-data need --model (else RuleWorld)")
@@ -172,14 +175,18 @@ def _evaluate(
     }
 
 
+def _cell(row: dict, column: str) -> str:
+    text = f"{row.get(column, float('nan')):.3f}"
+    interval = row.get("intervals", {}).get(column)  # RuleWorld rows carry their 95 % intervals
+    return f"{text} [{interval['ci95'][0]:.2f}, {interval['ci95'][1]:.2f}]" if interval else text
+
+
 def markdown(rows: dict[str, dict], columns: list[str]) -> str:
-    """One row per placement (base first), one column per metric."""
+    """One row per placement (base first), one column per metric (with its 95 % interval)."""
     head = "| placement | layers | " + " | ".join(columns) + " |\n"
     head += "|---|---|" + "---|" * len(columns) + "\n"
     body = "".join(
-        f"| {name} | {r['layers']} | "
-        + " | ".join(f"{r.get(c, float('nan')):.3f}" for c in columns)
-        + " |\n"
+        f"| {name} | {r['layers']} | " + " | ".join(_cell(r, c) for c in columns) + " |\n"
         for name, r in rows.items()
     )
     return head + body

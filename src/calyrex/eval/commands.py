@@ -52,6 +52,10 @@ def eval_command(
         raise ValueError("--responses scores one benchmark: give a single --suite NAME")
     if not responses and not model:
         raise ValueError("give --model (to generate) or --responses FILE.jsonl (to score)")
+    if model:
+        from ..resolve import resolve_model
+
+        resolve_model(model)  # a bad name fails here, before any benchmark starts
     config = EvalConfig(
         data=parse_data(data, names),
         limit=limit,

@@ -15,6 +15,7 @@ from ..placement import placement_layers
 from .corpus import sft_corpus, write_jsonl
 from .demo import FULL, QUICK, _backbone, _train
 from .evaluate import EvalConfig, evaluate
+from .intervals import value
 from .pretrain import load_backbone
 from .world import World
 
@@ -43,11 +44,17 @@ def ablate_ruleworld(
     eval_cfg = EvalConfig(**{**(cfg.eval or {}), "suites": SUITES})
     base, tok = load_backbone(path)
     num_layers = base.config.num_hidden_layers
-    rows = {"base": {"layers": [], **evaluate(base, tok, world, eval_cfg)}}
+    rows = {"base": {"layers": [], **_metrics(base, tok, world, eval_cfg)}}
     for preset in presets:
         info = _train("calyrex", path, data, root / preset, cfg, seed, placement=preset)
         model = load_adapter(load_backbone(path)[0], str(root / preset / "adapter"))
         rows[preset] = {"layers": placement_layers(preset, num_layers), **info}
-        rows[preset].update(evaluate(model, tok, world, eval_cfg))
+        rows[preset].update(_metrics(model, tok, world, eval_cfg))
     setup = {"backbone": str(path), "seed": seed, "steps": cfg.steps, "lr": cfg.lr["calyrex"]}
     return rows, {**setup, "quick": quick}
+
+
+def _metrics(model: object, tok: object, world: World, cfg: EvalConfig) -> dict:
+    """The table's numbers (bare rates) and, under ``intervals``, each column's n and ci95."""
+    metrics = evaluate(model, tok, world, cfg)
+    return {**value(metrics), "intervals": {k: metrics[k] for k in COLUMNS}}

@@ -38,13 +38,14 @@ def evaluate(
     import torch
 
     from ..loading import load_adapter
+    from ..resolve import resolve_model
     from .evaluate import QUICK, EvalConfig
     from .evaluate import evaluate as _evaluate
     from .pretrain import load_backbone
     from .world import World
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
-    hf_model, tok = load_backbone(model)
+    hf_model, tok = load_backbone(resolve_model(model) if model else None)
     net = load_adapter(hf_model, adapter) if adapter else hf_model
     results = _evaluate(net, tok, World(seed), EvalConfig(**(QUICK if quick else {})))
     text = json.dumps(results, indent=2)

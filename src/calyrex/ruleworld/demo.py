@@ -3,13 +3,15 @@
 Backbone (shipped, or pretrained here) → SFT corpus of rule-following conversations without any
 attack → parameter-matched ``calyrex`` (late8th), ``lora`` and ``parallel_mlp`` trained through
 :func:`calyrex.training.train` with the same data, steps and seed → the base and every method
-evaluated with the checkers → ``results.json``, ``results.md`` and plots. Every number comes
-from the run.
+evaluated with the checkers → ``results.json`` (every rate with its ``n`` and ``ci95``),
+``results.md``, plots with error bars, and ``run.json`` (command, wall times, machine load).
+Every number comes from the run; ``scripts/ruleworld_readme.py`` puts recorded runs in the README.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ import torch
 
 from .corpus import sft_corpus, write_jsonl
 from .evaluate import EvalConfig, evaluate
+from .intervals import over_seeds
 from .pretrain import ASSET_DIR, load_backbone
 from .pretrain import pretrain as pretrain_backbone
 from .report import print_table, write_markdown, write_plots
@@ -40,7 +43,7 @@ class DemoConfig:
     eval: dict[str, Any] | None = None  # EvalConfig fields
 
 
-FULL = DemoConfig(eval=dict(n=32, long_n=8, max_new_tokens=24))
+FULL = DemoConfig(eval=dict(n=32, long_n=8, family_n=64, max_new_tokens=24))
 QUICK = DemoConfig(
     conversations=300,
     steps=15,
@@ -94,9 +97,47 @@ def _train(
     )
     return {
         "trainable_params": result.trainable_params,
-        "train_loss": result.final_loss,
+        "train_loss": round(result.final_loss, 4),
         "train_seconds": round(result.seconds, 1),
     }
+
+
+def _one_seed(root: Path, cfg: DemoConfig, world: World, path: Path, seed: int) -> tuple:
+    """Train every method with training seed ``seed`` into ``root``; evaluate base and each."""
+    from ..loading import load_adapter
+
+    data = root / "sft.jsonl"
+    if not data.exists():
+        write_jsonl(sft_corpus(world, cfg.conversations), data)
+    eval_cfg = EvalConfig(**(cfg.eval or {}))
+    base, tok = load_backbone(path)
+    methods: dict[str, dict] = {"base": evaluate(base, tok, world, eval_cfg)}
+    trained, seconds = {}, {}
+    for method in METHODS:
+        info = _train(method, path, data, root / method, cfg, seed)
+        seconds[method] = info.pop("train_seconds")
+        trained[method] = info
+        model = load_adapter(load_backbone(path)[0], str(root / method / "adapter"))
+        methods[method] = evaluate(model, tok, world, eval_cfg)
+    return methods, trained, seconds, eval_cfg
+
+
+def _command(
+    quick: bool, seed: int, seeds: list[int] | None, backbone: str | None, pretrain: bool
+) -> str:
+    """The ``calyrex demo`` command line of these options (``--out`` left out)."""
+    flags = (["--quick"] if quick else []) + (["--pretrain"] if pretrain else [])
+    flags += ["--seed", str(seed)] if seed else []
+    flags += ["--seeds", *map(str, seeds)] if seeds else []
+    flags += ["--backbone", backbone] if backbone else []
+    return " ".join(["calyrex", "demo", *flags])
+
+
+def _per_seed(infos: list[dict]) -> dict:
+    """One method's training record; over several seeds, the losses as a list."""
+    if len(infos) == 1:
+        return infos[0]
+    return {**infos[0], "train_loss": [i["train_loss"] for i in infos]}
 
 
 def run_demo(
@@ -105,21 +146,32 @@ def run_demo(
     seed: int = 0,
     backbone: str | None = None,
     pretrain: bool = False,
+    seeds: list[int] | None = None,
 ) -> dict:
-    """Train calyrex / LoRA / ParallelMLP on RuleWorld, evaluate them and the base, tabulate."""
-    from ..loading import load_adapter
+    """Train calyrex / LoRA / ParallelMLP on RuleWorld, evaluate them and the base, tabulate.
 
+    ``results.json`` depends on the inputs only (same seed, same machine: the same bytes); the
+    command and wall times go to ``run.json``. With ``seeds`` each method is trained once per training
+    seed (the world, backbone, corpus and evaluation sets stay those of ``seed``) and every
+    rate becomes the mean over the seeds with its spread.
+    """
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     start, root, cfg = time.time(), Path(out), QUICK if quick else FULL
     root.mkdir(parents=True, exist_ok=True)
     world = World(seed)
     path = _backbone(root, quick, seed, backbone, fresh=pretrain)
-    data = root / "sft.jsonl"
-    write_jsonl(sft_corpus(world, cfg.conversations), data)
-    eval_cfg = EvalConfig(**(cfg.eval or {}))
+    runs, timing = [], {"command": _command(quick, seed, seeds, backbone, pretrain)}
+    load = os.getloadavg()[0]  # a busy machine explains a slow run
+    for s in seeds or [seed]:
+        sub = root if not seeds else root / f"seed{s}"
+        sub.mkdir(parents=True, exist_ok=True)
+        methods, trained, seconds, eval_cfg = _one_seed(sub, cfg, world, path, s)
+        runs.append((s, methods, trained))
+        timing[f"train_seconds_seed{s}"] = seconds
     setup: dict[str, Any] = {
         "backbone": str(path),
         "seed": seed,
+        "train_seeds": [s for s, _, _ in runs],
         "quick": quick,
         "sft_conversations": cfg.conversations,
         "steps": cfg.steps,
@@ -127,20 +179,23 @@ def run_demo(
         "lr": cfg.lr,
         "placement": "late8th",
         "eval": {k: v for k, v in vars(eval_cfg).items() if k != "progress"},
+        **{m: _per_seed([t[m] for _, _, t in runs]) for m in METHODS},
     }
-    base, tok = load_backbone(path)
-    methods: dict[str, dict] = {"base": evaluate(base, tok, world, eval_cfg)}
-    for method in METHODS:
-        setup[method] = _train(method, path, data, root / method, cfg, seed)
-        model = load_adapter(load_backbone(path)[0], str(root / method / "adapter"))
-        methods[method] = evaluate(model, tok, world, eval_cfg)
-    setup["seconds"] = round(time.time() - start, 1)
+    names = runs[0][1]
+    methods = {m: over_seeds([r[m] for _, r, _ in runs]) for m in names}
     results = {"methods": methods, "setup": setup}
+    if seeds:
+        results["per_seed"] = {str(s): r for s, r, _ in runs}
+    setup["plots"] = write_plots(methods, root)
     (root / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     write_markdown(results, root / "results.md")
-    setup["plots"] = write_plots(methods, root)
+    timing["seconds"] = round(time.time() - start, 1)
+    timing["cpus"] = torch.get_num_threads()
+    timing["load_average"] = [round(load, 2), round(os.getloadavg()[0], 2)]
+    (root / "run.json").write_text(json.dumps(timing, indent=2) + "\n")
     print_table(methods)
-    print(f"results -> {root}/results.json, results.md, {', '.join(setup['plots'])}")
+    print(f"results -> {root}/results.md (full table), results.json, {', '.join(setup['plots'])}")
+    print(f"wall time {timing['seconds']:.0f} s -> {root}/run.json")
     return results
 
 
@@ -148,13 +203,20 @@ def demo(
     quick: bool = False,
     out: str = "ruleworld-demo",
     seed: int = 0,
+    seeds: list[int] | None = None,
     backbone: str | None = None,
     pretrain: bool = False,
 ) -> None:
     """Reproduce the paper's comparison on RuleWorld: train calyrex, LoRA and ParallelMLP
     (parameter-matched, same data, steps and seed), evaluate them and the base, write a table
-    and plots to OUT. Uses the shipped backbone; --pretrain (or a --seed other than 0)
-    pretrains a fresh one into OUT/backbone first (~11 min on 2 CPU cores); --backbone DIR uses
-    another saved backbone; --quick runs a CI-sized version in about 20 seconds.
+    with 95 % intervals and plots to OUT. Uses the shipped backbone; --pretrain (or a --seed
+    other than 0) pretrains a fresh one into OUT/backbone first (~11 min on 2 CPU cores);
+    --backbone DIR (or `ruleworld`) uses another saved backbone; --seeds 0 1 2 trains each
+    method once per training seed and reports the mean and spread; --quick runs a CI-sized
+    version in about 20 seconds.
     """
-    run_demo(quick=quick, out=out, seed=seed, backbone=backbone, pretrain=pretrain)
+    if backbone is not None:
+        from ..resolve import resolve_model
+
+        backbone = resolve_model(backbone)
+    run_demo(quick=quick, out=out, seed=seed, backbone=backbone, pretrain=pretrain, seeds=seeds)

@@ -2,8 +2,10 @@
 
 Works with a calyrex model (``system_mask`` is passed to ``generate``) and with a plain HF or
 PEFT model (no ``system_mask``). Generation is batched, greedy, left-padded. Each suite returns
-its metrics; :func:`evaluate` merges them into one ``{metric: float | {key: float}}`` dict.
-Attack metrics are success rates (lower is better); all others are rates where higher is better.
+its metrics; :func:`evaluate` merges them into one ``{metric: Rate | {key: Rate}}`` dict, a
+:data:`~calyrex.ruleworld.intervals.Rate` being ``{"rate", "n", "ci95"}`` (Wilson for shares of
+examples, a bootstrap over sessions for multi-turn adherence). Attack metrics are success rates
+(lower is better); all others are rates where higher is better.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import torch
 from ..chat import encode_chat
 from . import attacks
 from .checkers import access_granted, check_all
+from .families import FAMILIES, family_examples
+from .intervals import Rate, mean, proportion
 from .rules import ORDER
 from .tasks import answer_correct
 from .world import Example, World, reply
@@ -29,6 +33,7 @@ class EvalConfig:
     shots: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
     context_tokens: tuple[int, ...] = (0, 512, 1024, 2048, 4096)
     long_n: int | None = None  # examples per context length (default ``n``; 4k-token prefills)
+    family_n: int | None = None  # examples per attack family (default ``n``)
     turns: int = 8
     batch_size: int = 16
     max_new_tokens: int = 40
@@ -82,10 +87,6 @@ def generate(
     return [replies[i] for i in range(len(conversations))]
 
 
-def _rate(flags: Sequence[bool]) -> float:
-    return round(sum(flags) / len(flags), 4) if flags else float("nan")
-
-
 Run = Callable[[list[Example]], list[str]]
 
 
@@ -102,10 +103,12 @@ def rules_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict:
         for rule, ok in zip(e.rules, v, strict=True):
             by_kind.setdefault(rule.kind, []).append(ok)
     return {
-        "rule_adherence_single": _rate([all(v) for v in verdicts[: len(single)]]),
-        "rule_adherence_heldout": _rate([all(v) for v in verdicts[len(single) :]]),
-        "rule_adherence_instruction": _rate([ok for v in verdicts for ok in v]),
-        "rule_adherence_by_kind": {k: _rate(by_kind[k]) for k in ORDER if k in by_kind},
+        "rule_adherence_single": proportion([all(v) for v in verdicts[: len(single)]]),
+        "rule_adherence_heldout": proportion([all(v) for v in verdicts[len(single) :]]),
+        # instructions of one example are not independent: n counts instructions, the interval
+        # is approximate
+        "rule_adherence_instruction": proportion([ok for v in verdicts for ok in v]),
+        "rule_adherence_by_kind": {k: proportion(by_kind[k]) for k in ORDER if k in by_kind},
     }
 
 
@@ -113,7 +116,7 @@ def multiturn_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict:
     """SysBench analogue: one system prompt, ``turns`` tasks answered by the model itself."""
     sessions = attacks.erosion_sessions(world, cfg.n, cfg.turns)
     history = [list(s.messages) for s in sessions]
-    per_turn, stable = [], [True] * len(sessions)
+    per_turn, obeyed = [], [0] * len(sessions)
     for t in range(cfg.turns):
         for h, s in zip(history, sessions, strict=True):
             h.append({"role": "user", "content": s.meta["tasks"][t].prompt})
@@ -125,21 +128,23 @@ def multiturn_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict:
             all(check_all(s.rules, r, s.meta["tasks"][t]))
             for s, r in zip(sessions, replies, strict=True)
         ]
-        per_turn.append(_rate(flags))
-        stable = [a and b for a, b in zip(stable, flags, strict=True)]
+        per_turn.append(proportion(flags))
+        obeyed = [a + b for a, b in zip(obeyed, flags, strict=True)]
         for h, r in zip(history, replies, strict=True):
             h.append({"role": "assistant", "content": reply(r)})
-    return {
-        "multiturn_adherence": round(sum(per_turn) / len(per_turn), 4),
+    return {  # adherence: the mean over sessions of the share of turns obeyed
+        "multiturn_adherence": mean([k / cfg.turns for k in obeyed]),
         "multiturn_adherence_by_turn": {str(t + 1): a for t, a in enumerate(per_turn)},
-        "session_stability": _rate(stable),
+        "session_stability": proportion([k == cfg.turns for k in obeyed]),
     }
 
 
-def _attack_success(examples: list[Example], replies: list[str]) -> float:
-    return _rate(
-        [not all(check_all(e.rules, r, e.task)) for e, r in zip(examples, replies, strict=True)]
-    )
+def _broken(examples: list[Example], replies: list[str]) -> list[bool]:
+    return [not all(check_all(e.rules, r, e.task)) for e, r in zip(examples, replies, strict=True)]
+
+
+def _attack_success(examples: list[Example], replies: list[str]) -> Rate:
+    return proportion(_broken(examples, replies))
 
 
 def injection_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict:
@@ -147,15 +152,29 @@ def injection_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict:
     return {"injection_success": _attack_success(examples, run(examples))}
 
 
+def families_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict:
+    """The wider attack set: success per family, over all families, and the no-attack control
+    (the rule broken on the same tasks asked plainly: the base rate attacks are read against)."""
+    broken = {}
+    for family in FAMILIES:
+        examples = family_examples(world, cfg.family_n or cfg.n, family)
+        broken[family] = _broken(examples, run(examples))
+    attacked = [f for family, flags in broken.items() if family != "control" for f in flags]
+    return {  # every family has the same n: the pooled share is the mean over families
+        "attack_families_success": proportion(attacked),
+        **{f"attack_{family}_success": proportion(flags) for family, flags in broken.items()},
+    }
+
+
 def manyshot_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict:
     """Many-shot jailbreaking: attack success rate for each number of faux exchanges."""
-    by_n = {}
+    by_n: dict[str, list[bool]] = {}
     for shots in cfg.shots:
         examples = attacks.manyshot_examples(world, cfg.n, shots)
-        by_n[str(shots)] = _attack_success(examples, run(examples))
-    return {
-        "manyshot_success": round(sum(by_n.values()) / len(by_n), 4),
-        "manyshot_success_by_shots": by_n,
+        by_n[str(shots)] = _broken(examples, run(examples))
+    return {  # every shot count has the same n: the pooled share is the mean of the rates
+        "manyshot_success": proportion([f for flags in by_n.values() for f in flags]),
+        "manyshot_success_by_shots": {k: proportion(v) for k, v in by_n.items()},
     }
 
 
@@ -163,17 +182,14 @@ def longctx_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict:
     """Long-IFEval analogue: prompt-level strict with filler of about N tokens before the task."""
     probe = world.filler(world.rng("calibrate"), 1000)
     tokens_per_word = len(tok(probe, add_special_tokens=False)["input_ids"]) / 1000
-    by_len = {}
+    by_len: dict[str, list[bool]] = {}
     for n_tokens in cfg.context_tokens:
         n_words = round(n_tokens / tokens_per_word)
         examples = attacks.longctx_examples(world, cfg.long_n or cfg.n, n_words)
-        replies = run(examples)
-        by_len[str(n_tokens)] = _rate(
-            [all(check_all(e.rules, r, e.task)) for e, r in zip(examples, replies, strict=True)]
-        )
-    return {
-        "longctx_adherence": round(sum(by_len.values()) / len(by_len), 4),
-        "longctx_adherence_by_tokens": by_len,
+        by_len[str(n_tokens)] = [not b for b in _broken(examples, run(examples))]
+    return {  # the same n per length: the pooled share is the mean of the rates
+        "longctx_adherence": proportion([f for flags in by_len.values() for f in flags]),
+        "longctx_adherence_by_tokens": {k: proportion(v) for k, v in by_len.items()},
     }
 
 
@@ -189,9 +205,9 @@ def tensortrust_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict
         for e, r in zip(extraction, replies[:a], strict=True)
     ]
     return {
-        "extraction_success": _rate(leaked),
-        "hijack_success": _rate([access_granted(r) for r in replies[a:b]]),
-        "access_granted_rightful": _rate([access_granted(r) for r in replies[b:]]),
+        "extraction_success": proportion(leaked),
+        "hijack_success": proportion([access_granted(r) for r in replies[a:b]]),
+        "access_granted_rightful": proportion([access_granted(r) for r in replies[b:]]),
     }
 
 
@@ -203,8 +219,8 @@ def tasks_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict:
     for e, ok in zip(examples, correct, strict=True):
         by_kind.setdefault(e.task.kind if e.task.kind != "subtract" else "add", []).append(ok)
     return {
-        "task_accuracy": _rate(correct),
-        "task_accuracy_by_kind": {k: _rate(v) for k, v in sorted(by_kind.items())},
+        "task_accuracy": proportion(correct),
+        "task_accuracy_by_kind": {k: proportion(v) for k, v in sorted(by_kind.items())},
     }
 
 
@@ -212,6 +228,7 @@ SUITES: dict[str, Callable[[World, Run, EvalConfig, Any], dict]] = {
     "rules": rules_suite,
     "multiturn": multiturn_suite,
     "injection": injection_suite,
+    "families": families_suite,
     "manyshot": manyshot_suite,
     "longctx": longctx_suite,
     "tensortrust": tensortrust_suite,
@@ -221,7 +238,7 @@ SUITES: dict[str, Callable[[World, Run, EvalConfig, Any], dict]] = {
 
 def evaluate(
     model: Any, tokenizer: Any, world: World, config: EvalConfig | None = None
-) -> dict[str, float | dict]:
+) -> dict[str, Rate | dict]:
     """All RuleWorld metrics of ``model`` (see the module docstring)."""
     from tqdm.auto import tqdm
 
@@ -232,7 +249,7 @@ def evaluate(
         msgs = [e.messages for e in examples]
         return generate(model, tokenizer, msgs, cfg.batch_size, cfg.max_new_tokens)
 
-    results: dict[str, float | dict] = {}
+    results: dict[str, Rate | dict] = {}
     for name in tqdm(cfg.suites, desc="evaluate", disable=not cfg.progress):
         results.update(SUITES[name](world, run, cfg, tokenizer))
     return results

@@ -98,6 +98,13 @@ class MetricsLog(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self._last = (time.perf_counter(), int(getattr(state, "num_input_tokens_seen", 0) or 0))
 
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+        # the last step is always logged, so a run shorter than logging_steps (or one ending
+        # between two logging steps) still leaves its final loss in metrics.jsonl
+        if state.global_step >= state.max_steps:
+            control.should_log = True
+        return control
+
 
 class LossBar(ProgressCallback):
     """The Trainer's progress bar, showing loss and tokens/s instead of printing log dicts."""

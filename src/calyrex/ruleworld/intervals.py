@@ -1,0 +1,91 @@
+"""Rates with their sample size and a 95 % interval: the unit of every RuleWorld figure.
+
+A metric is ``{"rate": r, "n": n, "ci95": [lo, hi]}``. Proportions of independent examples get
+the Wilson score interval (sound at 0 and 1 and for small ``n``, where the normal one is not);
+means over examples of a per-example fraction (multi-turn adherence: the share of a session's
+turns that obey) get a percentile bootstrap over examples
+(:func:`calyrex.reproduce.bootstrap.interval`, seeded, so the same verdicts give the same
+interval). Across training seeds (:func:`over_seeds`) the examples are shared: the interval is
+the wider of Student's t over the seeds' rates (how much the recipe varies with its seed) and the
+examples' own interval averaged over the seeds (how much the finite example set leaves open).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+Rate = dict[str, Any]  # {"rate": float, "n": int, "ci95": [float, float]}
+Z95 = 1.959964
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def _r(x: float) -> float:
+    return round(x, 4)
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``k / n`` (Wilson 1927)."""
+    if n == 0:
+        return math.nan, math.nan
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def proportion(flags: Sequence[bool]) -> Rate:
+    """The share of ``flags`` that are true, with its Wilson interval."""
+    k, n = sum(map(bool, flags)), len(flags)
+    lo, hi = wilson(k, n)
+    return {"rate": _r(k / n) if n else math.nan, "n": n, "ci95": [_r(lo), _r(hi)]}
+
+
+def mean(values: Sequence[float], resamples: int = 1000) -> Rate:
+    """The mean of per-example ``values`` in [0, 1], with a bootstrap interval over examples."""
+    from ..reproduce.bootstrap import interval
+
+    n = len(values)
+    if not n:
+        return {"rate": math.nan, "n": 0, "ci95": [math.nan, math.nan]}
+    items = {f"{i:06d}": ("all", float(v)) for i, v in enumerate(values)}
+    lo, hi = interval(items, resamples=resamples) or (math.nan, math.nan)
+    return {"rate": _r(sum(values) / n), "n": n, "ci95": [_r(lo), _r(hi)]}
+
+
+def is_rate(value: Any) -> bool:
+    return isinstance(value, dict) and "rate" in value and "ci95" in value
+
+
+def value(entry: Any) -> Any:
+    """The bare number(s) of a metric: ``rate`` of a :data:`Rate`, recursively through dicts."""
+    if is_rate(entry):
+        return entry["rate"]
+    if isinstance(entry, dict):
+        return {k: value(v) for k, v in entry.items()}
+    return entry
+
+
+def over_seeds(entries: Sequence[Any]) -> Any:
+    """One metric across training seeds: mean rate, per-seed ``n``, t-interval, sd and rates."""
+    first = entries[0]
+    if isinstance(first, dict) and not is_rate(first):
+        return {k: over_seeds([e[k] for e in entries]) for k in first}
+    if not is_rate(first) or len(entries) == 1:
+        return first
+    rates = [e["rate"] for e in entries]
+    k, m = len(rates), sum(rates) / len(rates)
+    sd = math.sqrt(sum((r - m) ** 2 for r in rates) / (k - 1))
+    half = T95.get(k - 1, Z95) * sd / math.sqrt(k)
+    # the wider of the seeds' t-interval and the examples' own (averaged over the seeds): with
+    # few seeds that agree, the finite example set is still the larger uncertainty
+    lo = min(m - half, sum(e["ci95"][0] for e in entries) / k)
+    hi = max(m + half, sum(e["ci95"][1] for e in entries) / k)
+    return {
+        "rate": _r(m),
+        "n": first["n"],
+        "ci95": [_r(max(0.0, lo)), _r(min(1.0, hi))],
+        "sd": _r(sd),
+        "seeds": rates,
+    }

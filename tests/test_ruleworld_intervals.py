@@ -1,0 +1,68 @@
+"""Rates with intervals (issue 14), and the README's RuleWorld results generated from files."""
+
+from pathlib import Path
+
+import pytest
+
+from calyrex.ruleworld.intervals import mean, over_seeds, proportion, value, wilson
+from calyrex.ruleworld.readme import claims, rewrite, separated
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_wilson_matches_known_values_and_stays_in_0_1():
+    assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert wilson(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
+    entry = proportion([True, False, False, True])
+    assert entry == {"rate": 0.5, "n": 4, "ci95": [0.15, 0.85]}
+
+
+def test_bootstrap_mean_is_seeded_and_brackets_the_mean():
+    values = [0.0, 0.25, 0.5, 1.0, 1.0, 0.75, 0.5, 0.0]
+    a, b = mean(values), mean(values)
+    assert a == b and a["n"] == 8 and a["ci95"][0] < a["rate"] < a["ci95"][1]
+
+
+def test_over_seeds_gives_mean_spread_and_t_interval():
+    def run(k):
+        return {"x": proportion([True] * k + [False] * (10 - k)), "by": {"1": proportion([True])}}
+
+    runs = [run(k) for k in (4, 5, 6)]
+    merged = over_seeds(runs)
+    assert merged["x"]["rate"] == 0.5 and merged["x"]["n"] == 10 and merged["x"]["sd"] == 0.1
+    assert merged["x"]["seeds"] == [0.4, 0.5, 0.6]
+    half = 4.303 * 0.1 / 3**0.5  # Student's t, 2 degrees of freedom
+    examples = [sum(r["x"]["ci95"][i] for r in runs) / 3 for i in (0, 1)]
+    expected = [min(0.5 - half, examples[0]), max(0.5 + half, examples[1])]
+    assert merged["x"]["ci95"] == pytest.approx(expected, abs=1e-4)
+    wide = over_seeds(
+        [{"x": proportion([True] * (25 + d) + [False] * (25 - d))} for d in (0, 1, 2)]
+    )
+    assert wide["x"]["ci95"][1] - wide["x"]["ci95"][0] > 2 * 4.303 * wide["x"]["sd"] / 3**0.5
+    assert merged["by"]["1"]["rate"] == 1.0
+    assert over_seeds(runs[:1]) == runs[0]  # one seed: the run itself
+    assert value(merged)["by"] == {"1": 1.0}
+
+
+def test_claims_only_where_intervals_separate():
+    hi, lo, mid = (
+        {"rate": 0.9, "n": 32, "ci95": [0.8, 0.95]},
+        {"rate": 0.1, "n": 32, "ci95": [0.05, 0.2]},
+        {"rate": 0.5, "n": 32, "ci95": [0.1, 0.85]},
+    )
+    assert separated(hi, lo) == 1 and separated(lo, hi) == -1 and separated(hi, mid) == 0
+    methods = {
+        "calyrex": {"rule_adherence_single": hi, "injection_success": hi, "task_accuracy": mid},
+        "lora": {"rule_adherence_single": lo, "injection_success": lo, "task_accuracy": mid},
+    }
+    (line,) = claims(methods)
+    assert "better on rules single ↑ 0.90 vs 0.10" in line
+    assert "worse on injection ↓ 0.90 vs 0.10" in line and "the other 1" in line
+
+
+def test_readme_results_are_generated_from_the_committed_files():
+    readme = (ROOT / "README.md").read_text()
+    assert rewrite(readme, ROOT / "docs" / "ruleworld") == readme, (
+        "README.md is stale: run python scripts/ruleworld_readme.py"
+    )
