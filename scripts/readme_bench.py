@@ -4,8 +4,8 @@
     python scripts/readme_bench.py --check    # exit 1 if README.md is not what the files give
 
 Current run: ``benchmarks/results/cpu-2core-qwen2.5-0.5b.json``; the core v2 before/after table
-comes from ``benchmarks/results/core-v2-before.json`` and ``core-v2-after.json`` (two runs of
-``calyrex bench`` on the same machine, back to back) when both exist.
+comes from the ``benchmarks/results/core-v2-*.json`` pairs in ``PAIRS`` (the same ``calyrex bench``
+command at the commit before core v2 and at the current one, back to back) when both exist.
 """
 
 from __future__ import annotations
@@ -18,7 +18,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 CURRENT = RESULTS / "cpu-2core-qwen2.5-0.5b.json"
-BEFORE, AFTER = RESULTS / "core-v2-before.json", RESULTS / "core-v2-after.json"
+PAIRS = [  # (before, after, what was run): each pair measured back to back on one machine
+    ("core-v2-before.json", "core-v2-after.json", "--sections train inference"),
+    (
+        "core-v2-before-inference.json",
+        "core-v2-after-inference.json",
+        "--sections inference --repeats 4 --decode-steps 16",
+    ),
+]
 BEGIN, END = "<!-- BEGIN bench-measured -->", "<!-- END bench-measured -->"
 MIB = 2**20
 GOALS = {  # the issue's goals on the CPU preset
@@ -95,10 +102,10 @@ def shared_text(r: dict) -> str:
     )
 
 
-def before_after(before: dict, after: dict) -> str:
+def before_after(pairs: list[tuple[dict, dict, str]]) -> str:
     rows = [
-        "| ratio (one run each, back to back) | before core v2 | after core v2 | goal |",
-        "|---|---|---|---|",
+        "| ratio | run (`calyrex bench ...`) | before core v2 | after core v2 | goal |",
+        "|---|---|---|---|---|",
     ]
     names = {
         "train_time_ratio_vs_lora": "training step time, CALYREX ÷ LoRA",
@@ -107,7 +114,11 @@ def before_after(before: dict, after: dict) -> str:
         "decode_ratio_vs_base": "decode tokens/s, CALYREX ÷ base",
     }
     for key, label in names.items():
-        rows.append(f"| {label} | {before[key]:.3f} | {after[key]:.3f} | {GOALS[key]} |")
+        for before, after, run in pairs:
+            if key in before and key in after:
+                rows.append(
+                    f"| {label} | `{run}` | {before[key]:.3f} | {after[key]:.3f} | {GOALS[key]} |"
+                )
     return "\n".join(rows)
 
 
@@ -127,15 +138,21 @@ def section() -> str:
         scaling_table(r),
         shared_text(r),
     ]
-    if BEFORE.exists() and AFTER.exists():
-        before, after = json.loads(BEFORE.read_text()), json.loads(AFTER.read_text())
+    pairs = [
+        (json.loads((RESULTS / b).read_text()), json.loads((RESULTS / a).read_text()), run)
+        for b, a, run in PAIRS
+        if (RESULTS / b).exists() and (RESULTS / a).exists()
+    ]
+    if pairs:
         parts.append(
             "**Core v2 before/after** (the blocks as modules in the module tree, per-call span "
-            "as layer arguments, the CAL cache on the HF cache): `calyrex bench --sections "
-            "train inference` at the commit before core v2 and at the current one, back to back "
-            f"on the same machine ({BEFORE.relative_to(ROOT)}, {AFTER.relative_to(ROOT)}):"
+            "as layer arguments, the CAL cache on the HF cache): the same `calyrex bench` "
+            "command at the commit before core v2 (8cd1be5) and at the current code, back to "
+            "back on the same (slower, shared) machine, `--decode-contexts 1024`; files "
+            "`benchmarks/results/core-v2-*.json`. Ratios move by ±0.05 between runs here, in "
+            "both directions, so read each pair against the other:"
         )
-        parts.append(before_after(before, after))
+        parts.append(before_after(pairs))
     return "\n\n".join(parts)
 
 
