@@ -102,6 +102,11 @@ def _training_args(cfg: TrainConfig) -> Any:
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1  # launched by torchrun / accelerate
     if cfg.precision == "fp16" and not torch.cuda.is_available():
         raise ValueError("precision fp16 needs a CUDA GPU; use fp32 (or bf16) on CPU")
+    if cfg.fsdp and not torch.cuda.is_available():  # accelerate would silently fall back to DDP
+        raise ValueError(
+            "--fsdp needs a GPU: accelerate (and so the Trainer) runs FSDP only on accelerators "
+            "and would silently run DDP on CPU; on CPU train without --fsdp (DDP)"
+        )
     return TrainingArguments(
         output_dir=cfg.out,
         max_steps=cfg.max_steps,
