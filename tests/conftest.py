@@ -30,6 +30,20 @@ def llama_tok():
     return tiny_tokenizer("llama3")
 
 
+def encode(tok, convs=CONVS, side="right", gen=True):
+    """``encode_chat`` of ``convs`` padded on ``side`` (the tokenizer is left as it was)."""
+    tok.padding_side = side
+    try:
+        return calyrex.encode_chat(tok, convs, add_generation_prompt=gen)
+    finally:
+        tok.padding_side = "right"
+
+
+def logits(model, batch):
+    with torch.no_grad():
+        return model(**batch).logits
+
+
 def randomize(model, std=0.3, seed=1):
     """Give every adapter weight a visible random value (init leaves W_O = W_D = 0)."""
     g = torch.Generator().manual_seed(seed)

@@ -6,12 +6,7 @@ import torch
 import calyrex
 from calyrex.adapter_io import CONFIG_NAME, WEIGHTS_NAME
 from calyrex.testing import tiny_model
-from conftest import CONVS, randomize
-
-
-def _logits(model, batch):
-    with torch.no_grad():
-        return model(**batch).logits
+from conftest import CONVS, logits, randomize
 
 
 @pytest.fixture
@@ -25,11 +20,11 @@ def saved(tok, tmp_path):
     return wrapped, tmp_path / "adapter"
 
 
-def test_save_load_gives_identical_logits(tok, saved):
+def test_save_load_gives_identicallogits(tok, saved):
     wrapped, path = saved
     batch = calyrex.encode_chat(tok, CONVS, add_generation_prompt=True)
     loaded = calyrex.load_adapter(tiny_model("qwen2", seed=0), path)
-    assert torch.equal(_logits(wrapped, batch), _logits(loaded, batch))
+    assert torch.equal(logits(wrapped, batch), logits(loaded, batch))
     assert loaded.markers == wrapped.markers  # the fallback markers travel with the adapter
     assert sorted(p.name for p in path.iterdir()) == [CONFIG_NAME, WEIGHTS_NAME]
     config = json.loads((path / CONFIG_NAME).read_text())

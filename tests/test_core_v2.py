@@ -19,22 +19,31 @@ import calyrex
 from calyrex.model import AlreadyWrappedError
 from calyrex.span import cal_cache
 from calyrex.testing import tiny_model
-from conftest import CONVS
+from conftest import CONVS, encode, logits
 
 GREEDY = dict(max_new_tokens=6, do_sample=False)
 
 
 def _batch(tok, convs=CONVS, side="left"):
-    tok.padding_side = side
-    try:
-        return calyrex.encode_chat(tok, convs, add_generation_prompt=True)
-    finally:
-        tok.padding_side = "right"
+    return encode(tok, convs, side)
 
 
-def _logits(model, batch):
-    with torch.no_grad():
-        return model(**batch).logits
+def _in_threads(work, n=2):
+    """Run ``work(i)`` for i < n on n threads at once; the exceptions they raised."""
+    errors = []
+
+    def run(i):
+        try:
+            work(i)
+        except Exception as err:  # noqa: BLE001 — returned to the caller's assertion
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
 
 
 def _zero_adapter(model):
@@ -54,12 +63,12 @@ def test_deepcopy_runs_its_own_adapter(tok, pair, after_forward):
         wrapped(**batch).logits.sum().backward()
         wrapped.zero_grad(set_to_none=True)
         wrapped.eval()
-    before = _logits(wrapped, batch)
+    before = logits(wrapped, batch)
     twin = copy.deepcopy(wrapped)
-    assert torch.equal(_logits(twin, batch), before)
+    assert torch.equal(logits(twin, batch), before)
     _zero_adapter(twin)
-    assert torch.equal(_logits(twin, batch), _logits(base, batch))  # the copy's own blocks
-    assert torch.equal(_logits(wrapped, batch), before)  # the original is untouched
+    assert torch.equal(logits(twin, batch), logits(base, batch))  # the copy's own blocks
+    assert torch.equal(logits(wrapped, batch), before)  # the original is untouched
 
 
 def test_deepcopy_trains_without_touching_the_original(tok, pair):
@@ -67,7 +76,7 @@ def test_deepcopy_trains_without_touching_the_original(tok, pair):
     _, wrapped = pair
     batch = _batch(tok)
     reference = copy.deepcopy(wrapped)
-    before = _logits(reference, batch)
+    before = logits(reference, batch)
     wrapped.train()
     out = wrapped(**batch)
     assert out.logits.requires_grad
@@ -75,8 +84,8 @@ def test_deepcopy_trains_without_touching_the_original(tok, pair):
     out.logits.pow(2).mean().backward()
     opt.step()
     wrapped.eval()
-    assert torch.equal(_logits(reference, batch), before)
-    assert not torch.allclose(_logits(wrapped, batch), before)
+    assert torch.equal(logits(reference, batch), before)
+    assert not torch.allclose(logits(wrapped, batch), before)
     # and the other way round: the copy trains on its own
     reference.train()
     loss = reference(**batch).logits.pow(2).mean()
@@ -88,13 +97,13 @@ def test_deepcopy_trains_without_touching_the_original(tok, pair):
 def test_torch_save_load_and_pickle_round_trip(tok, pair):
     _, wrapped = pair
     batch = _batch(tok)
-    want = _logits(wrapped, batch)
+    want = logits(wrapped, batch)
     buf = io.BytesIO()
     torch.save(wrapped, buf)
     buf.seek(0)
     loaded = torch.load(buf, weights_only=False)  # a user's own trusted file
-    assert torch.equal(_logits(loaded, batch), want)
-    assert torch.equal(_logits(pickle.loads(pickle.dumps(wrapped)), batch), want)
+    assert torch.equal(logits(loaded, batch), want)
+    assert torch.equal(logits(pickle.loads(pickle.dumps(wrapped)), batch), want)
     kw = dict(GREEDY, pad_token_id=tok.pad_token_id)
     assert torch.equal(loaded.generate(**batch, **kw), wrapped.generate(**batch, **kw))
 
@@ -103,13 +112,13 @@ def test_torch_save_load_and_pickle_round_trip(tok, pair):
 def test_a_block_swapped_after_wrapping_takes_effect(tok, pair):
     base, wrapped = pair
     batch = _batch(tok)
-    before = _logits(wrapped, batch)
+    before = logits(wrapped, batch)
     for key in list(wrapped.cal_blocks):
         block = copy.deepcopy(wrapped.cal_blocks[key])
         _zero_adapter(block)
         wrapped.cal_blocks[key] = block
-    assert torch.equal(_logits(wrapped, batch), _logits(base, batch))
-    assert not torch.equal(before, _logits(base, batch))
+    assert torch.equal(logits(wrapped, batch), logits(base, batch))
+    assert not torch.equal(before, logits(base, batch))
 
 
 def test_wrapping_twice_is_refused_and_remove_restores_the_host(tok):
@@ -129,33 +138,25 @@ def test_a_direct_call_of_the_inner_model_is_the_base(tok, pair):
     base, wrapped = pair
     batch = _batch(tok)
     plain = {k: v for k, v in batch.items() if k != "system_mask"}
-    _logits(wrapped, batch)  # a previous call leaves no span behind
+    logits(wrapped, batch)  # a previous call leaves no span behind
     with torch.no_grad():
         inner = wrapped.base(**plain).logits
-    assert torch.equal(inner, _logits(base, plain))
+    assert torch.equal(inner, logits(base, plain))
 
 
 # -- threads and re-entrant calls ------------------------------------------------------------------
 def test_two_threads_equal_sequential_calls(tok, pair):
     _, wrapped = pair
     batches = [_batch(tok, [c]) for c in CONVS]
-    want = [_logits(wrapped, b) for b in batches]
-    errors, results = [], {}
+    want = [logits(wrapped, b) for b in batches]
+    results = {}
 
     def worker(tid):
-        try:
-            for n in range(4):
-                i = (tid + n) % len(batches)
-                results[(tid, n)] = (i, _logits(wrapped, batches[i]))
-        except Exception as err:  # noqa: BLE001 — reported by the assertion below
-            errors.append(err)
+        for n in range(4):
+            i = (tid + n) % len(batches)
+            results[(tid, n)] = (i, logits(wrapped, batches[i]))
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert not _in_threads(worker)
     for i, got in results.values():
         assert torch.equal(got, want[i])
 
@@ -165,20 +166,12 @@ def test_parallel_generate_equals_sequential(tok, pair):
     kw = dict(GREEDY, pad_token_id=tok.pad_token_id)
     batches = [_batch(tok, [CONVS[0]]), _batch(tok, [CONVS[2]])]
     want = [wrapped.generate(**b, **kw) for b in batches]
-    got, errors = [None, None], []
+    got = [None, None]
 
     def worker(i):
-        try:
-            got[i] = wrapped.generate(**batches[i], **kw)
-        except Exception as err:  # noqa: BLE001
-            errors.append(err)
+        got[i] = wrapped.generate(**batches[i], **kw)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert not _in_threads(worker)
     for g, w in zip(got, want, strict=True):
         assert torch.equal(g, w)
 
@@ -187,18 +180,18 @@ def test_a_reentrant_call_sees_only_its_own_span(tok, pair):
     """A call made from inside another call's forward (a hook) keeps both spans apart."""
     _, wrapped = pair
     outer, inner = _batch(tok, [CONVS[0]]), _batch(tok, [CONVS[2]])
-    want_outer, want_inner = _logits(wrapped, outer), _logits(wrapped, inner)
+    want_outer, want_inner = logits(wrapped, outer), logits(wrapped, inner)
     seen = []
     layer = wrapped.cal_layers()[0]
 
     def hook(module, args, output):
         if not seen:
             seen.append(None)
-            seen[0] = _logits(wrapped, inner)
+            seen[0] = logits(wrapped, inner)
 
     handle = layer.register_forward_hook(hook)
     try:
-        got_outer = _logits(wrapped, outer)
+        got_outer = logits(wrapped, outer)
     finally:
         handle.remove()
     assert torch.equal(seen[0], want_inner)
@@ -328,7 +321,7 @@ def test_load_adapter_refuses_another_checkpoint_naming_the_tensor(tok, pair, tm
         calyrex.load_adapter(other, tmp_path)
     same = calyrex.load_adapter(tiny_model("qwen2", num_hidden_layers=8), tmp_path)
     batch = _batch(tok)
-    assert torch.equal(_logits(same, batch), _logits(wrapped, batch))
+    assert torch.equal(logits(same, batch), logits(wrapped, batch))
 
 
 def test_an_old_adapter_without_weight_samples_loads_with_a_warning(tok, pair, tmp_path):
@@ -343,7 +336,7 @@ def test_an_old_adapter_without_weight_samples_loads_with_a_warning(tok, pair, t
     with pytest.warns(UserWarning, match="weight samples"):
         loaded = calyrex.load_adapter(tiny_model("qwen2", num_hidden_layers=8), tmp_path)
     batch = _batch(tok)
-    assert torch.equal(_logits(loaded, batch), _logits(wrapped, batch))
+    assert torch.equal(logits(loaded, batch), logits(wrapped, batch))
 
 
 def test_wrap_seed_leaves_the_global_rng_alone(tok):
@@ -394,7 +387,7 @@ def test_torch_compile_equals_eager(tok, pair):
     """Dynamo traces the wrapped model (graph breaks only at the span's host syncs)."""
     _, wrapped = pair
     batch = _batch(tok)
-    want = _logits(wrapped, batch)
+    want = logits(wrapped, batch)
     torch._dynamo.reset()
     compiled = torch.compile(wrapped, backend="aot_eager")
-    assert torch.equal(_logits(compiled, batch), want)
+    assert torch.equal(logits(compiled, batch), want)

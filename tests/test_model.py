@@ -5,20 +5,7 @@ import torch
 
 import calyrex
 from calyrex.testing import tiny_model
-from conftest import CONVS, randomize
-
-
-def _batch(tok, convs=CONVS, side="right", gen=True):
-    tok.padding_side = side
-    try:
-        return calyrex.encode_chat(tok, convs, add_generation_prompt=gen)
-    finally:
-        tok.padding_side = "right"
-
-
-def _logits(model, batch):
-    with torch.no_grad():
-        return model(**batch).logits
+from conftest import CONVS, encode, logits, randomize
 
 
 @pytest.mark.parametrize(
@@ -34,9 +21,9 @@ def test_identity_at_init_is_bit_exact(arch, tname, attn, request):
         tokenizer=tok,
     )
     for side in ("left", "right"):
-        batch = _batch(tok, side=side)
-        assert torch.equal(_logits(base, batch), _logits(wrapped, batch))
-    batch = _batch(tok, side="left")
+        batch = encode(tok, side=side)
+        assert torch.equal(logits(base, batch), logits(wrapped, batch))
+    batch = encode(tok, side="left")
     kw = dict(max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)
     plain = {k: v for k, v in batch.items() if k != "system_mask"}
     assert torch.equal(base.generate(**plain, **kw), wrapped.generate(**batch, **kw))
@@ -45,8 +32,8 @@ def test_identity_at_init_is_bit_exact(arch, tname, attn, request):
 def test_no_nan_and_no_system_rows_equal_base(tok, pair):
     base, wrapped = pair
     for side in ("left", "right"):
-        batch = _batch(tok, side=side)
-        want, got = _logits(base, batch), _logits(wrapped, batch)
+        batch = encode(tok, side=side)
+        want, got = logits(base, batch), logits(wrapped, batch)
         assert not torch.isnan(got).any()
         assert torch.equal(got[1], want[1])  # conversation without a system prompt
         for row in (0, 2):  # positions before the span (template header, left padding)
@@ -57,10 +44,10 @@ def test_no_nan_and_no_system_rows_equal_base(tok, pair):
 
 def test_batch_equals_one_by_one_and_left_equals_right(tok, pair):
     _, wrapped = pair
-    left, right = _batch(tok, side="left"), _batch(tok, side="right")
-    out_l, out_r = _logits(wrapped, left), _logits(wrapped, right)
+    left, right = encode(tok, side="left"), encode(tok, side="right")
+    out_l, out_r = logits(wrapped, left), logits(wrapped, right)
     for b, conv in enumerate(CONVS):
-        single = _logits(wrapped, _batch(tok, [conv]))[0]
+        single = logits(wrapped, encode(tok, [conv]))[0]
         n = single.shape[0]
         torch.testing.assert_close(out_r[b, :n], single, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(out_l[b, -n:], single, atol=1e-5, rtol=1e-5)
@@ -68,7 +55,7 @@ def test_batch_equals_one_by_one_and_left_equals_right(tok, pair):
 
 def test_cache_equals_no_cache_equals_token_by_token(tok, pair):
     _, wrapped = pair
-    batch = _batch(tok, side="left")
+    batch = encode(tok, side="left")
     kw = dict(max_new_tokens=8, do_sample=False, pad_token_id=tok.pad_token_id)
     cached = wrapped.generate(**batch, use_cache=True, **kw)
     uncached = wrapped.generate(**batch, use_cache=False, **kw)
@@ -83,7 +70,7 @@ def test_cache_equals_no_cache_equals_token_by_token(tok, pair):
             [batch["system_mask"], torch.zeros_like(cached[:, batch["input_ids"].shape[1] :])], 1
         ),
     }
-    want = _logits(wrapped, full)
+    want = logits(wrapped, full)
     t0 = batch["input_ids"].shape[1]
     with torch.no_grad():
         out = wrapped(**batch, use_cache=True)
@@ -102,7 +89,7 @@ def test_cache_equals_no_cache_equals_token_by_token(tok, pair):
 
 def test_sampling_and_beam_search(tok, pair):
     _, wrapped = pair
-    batch = _batch(tok, side="left")
+    batch = encode(tok, side="left")
     kw = dict(max_new_tokens=5, pad_token_id=tok.pad_token_id)
     torch.manual_seed(0)
     sampled = wrapped.generate(**batch, do_sample=True, num_return_sequences=2, **kw)
@@ -114,15 +101,15 @@ def test_sampling_and_beam_search(tok, pair):
 
 def test_fallback_from_input_ids_only(tok, pair):
     _, wrapped = pair
-    batch = _batch(tok, side="left")
-    explicit = _logits(wrapped, batch)
-    ids_only = _logits(
+    batch = encode(tok, side="left")
+    explicit = logits(wrapped, batch)
+    ids_only = logits(
         wrapped, {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
     )
     assert torch.equal(explicit, ids_only)
     wrapped.markers = None  # no tokenizer known: no span, the base model
-    base = _logits(wrapped.base, {k: v for k, v in batch.items() if k != "system_mask"})
-    hooks_off = _logits(
+    base = logits(wrapped.base, {k: v for k, v in batch.items() if k != "system_mask"})
+    hooks_off = logits(
         wrapped, {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
     )
     assert torch.equal(base, hooks_off)
@@ -190,11 +177,11 @@ def test_bf16_forward(tok):
     wrapped = calyrex.wrap(
         tiny_model("qwen2").to(torch.bfloat16), calyrex.CalyrexConfig(placement="all")
     )
-    batch = _batch(tok)
+    batch = encode(tok)
     assert all(p.dtype == torch.bfloat16 for p in wrapped.cal_blocks.parameters())
-    assert torch.equal(_logits(base, batch), _logits(wrapped, batch))
+    assert torch.equal(logits(base, batch), logits(wrapped, batch))
     randomize(wrapped, std=0.1)
-    assert torch.isfinite(_logits(wrapped, batch)).all()
+    assert torch.isfinite(logits(wrapped, batch)).all()
 
 
 def test_gqa_block_equals_repeated_kv_reference():

@@ -241,14 +241,10 @@ class CalyrexModel(nn.Module, GenerationMixin):
     def prepare_inputs_for_generation(self, input_ids: torch.Tensor, **kwargs: Any) -> Any:
         return self.base.prepare_inputs_for_generation(input_ids, **kwargs)
 
-    def _get_candidate_generator(self, *args: Any, **kwargs: Any) -> Any:
+    def _get_candidate_generator(self, **kwargs: Any) -> Any:
         """Assisted decoding: the draft model (a plain HF model) gets no calyrex arguments."""
-        names = ("generation_config", "input_ids", "inputs_tensor", "logits_processor")
-        if len(args) > len(names):  # model_kwargs given by position
-            args = (*args[: len(names)], _without_span(args[len(names)]), *args[len(names) + 1 :])
-        elif "model_kwargs" in kwargs:
-            kwargs["model_kwargs"] = _without_span(kwargs["model_kwargs"])
-        return GenerationMixin._get_candidate_generator(self, *args, **kwargs)
+        kwargs["model_kwargs"] = _without_span(kwargs["model_kwargs"])  # HF passes keywords only
+        return GenerationMixin._get_candidate_generator(self, **kwargs)
 
     def _supports_logits_to_keep(self) -> bool:
         return self.base._supports_logits_to_keep()
@@ -299,7 +295,7 @@ class CalyrexModel(nn.Module, GenerationMixin):
         that every rank must join (call this on all ranks, write on one).
         """
         return {
-            f"cal_blocks.{i}.{name}": _full(tensor)
+            f"cal_blocks.{i}.{name}": whole(tensor)
             for i, block in self.cal_blocks.items()
             for name, tensor in block.state_dict().items()
         }
@@ -327,8 +323,10 @@ class CalyrexModel(nn.Module, GenerationMixin):
             "span_markers": self.markers.to_dict() if self.markers else None,
         }
 
-    def save_adapter(self, directory: str) -> None:
-        write_adapter(directory, self.adapter_state_dict(), self.adapter_record())
+    def save_adapter(self, directory: str, state: dict[str, torch.Tensor] | None = None) -> None:
+        """Write the adapter; ``state``: an :meth:`adapter_state_dict` already gathered (FSDP2)."""
+        state = self.adapter_state_dict() if state is None else state
+        write_adapter(directory, state, self.adapter_record())
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -337,7 +335,7 @@ class CalyrexModel(nn.Module, GenerationMixin):
             return getattr(super().__getattr__("base"), name)
 
 
-def _full(tensor: torch.Tensor) -> torch.Tensor:
+def whole(tensor: torch.Tensor) -> torch.Tensor:
     """A whole tensor: a sharded DTensor (FSDP2) gathered, anything else as it is."""
     full = getattr(tensor, "full_tensor", None)
     return full() if full is not None else tensor

@@ -13,13 +13,12 @@ from typing import Any
 
 import torch
 
-from ..adapter_io import write_adapter
 from ..baselines import matched_counts
 from ..chat import pad_batch
 from ..config import CalyrexConfig
 from ..markers import span_markers_reason
 from ..methods import adapt
-from ..model import CalyrexModel, count_trainable
+from ..model import CalyrexModel, count_trainable, whole
 from .config import TrainConfig
 from .data import DEFAULT_SYSTEM_POOL, EncodeStats, encode_conversations, load_conversations
 
@@ -69,9 +68,8 @@ def adapter_checksum(model: torch.nn.Module) -> str:
     digest = hashlib.sha256()
     for name, p in sorted(model.named_parameters()):
         if p.requires_grad:  # every rank: a sharded FSDP2 parameter is gathered whole
-            full = p.full_tensor() if hasattr(p, "full_tensor") else p
             digest.update(name.encode())
-            digest.update(full.detach().float().cpu().numpy().tobytes())
+            digest.update(whole(p).detach().float().cpu().numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -214,7 +212,7 @@ def train(cfg: TrainConfig) -> TrainResult:
 
 def _save_final(model: Any, tok: Any, adapter_dir: Path, state: dict | None) -> None:
     if isinstance(model, CalyrexModel):
-        write_adapter(adapter_dir, state, model.adapter_record())
+        model.save_adapter(adapter_dir, state)
     else:  # PEFT's own format, loadable with PeftModel.from_pretrained or calyrex.load_adapter
         model.save_pretrained(str(adapter_dir))
     tok.save_pretrained(str(adapter_dir / "tokenizer"))

@@ -14,7 +14,7 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
-from ..adapter_io import read_config, read_weights, write_adapter
+from ..adapter_io import read_config, read_weights
 from ..model import CalyrexModel
 
 STAGING = ".staging"
@@ -38,7 +38,7 @@ class AdapterTrainer(Trainer):
             return super()._save(output_dir, state_dict)
         state = model.adapter_state_dict()  # every rank: gathering FSDP2 shards is a collective
         if self.args.should_save:
-            write_adapter(output_dir or self.args.output_dir, state, model.adapter_record())
+            model.save_adapter(output_dir or self.args.output_dir, state)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         target = self._calyrex_model()
