@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "chat": "calyrex.chat_cli:chat",
     "serve": "calyrex.serve.command:serve",
     "reproduce": "calyrex.reproduce.command:reproduce",
+    "export-vllm": "calyrex.vllm.export:export_vllm_command",
 }
 
 

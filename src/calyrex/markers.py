@@ -172,6 +172,15 @@ def _find(markers: SpanMarkers, row: Sequence[int]) -> tuple[int, int] | None:
     return None
 
 
+def find_span(markers: SpanMarkers, ids: Sequence[int]) -> tuple[int, int] | None:
+    """(start, end) of the system span in one unpadded sequence of ids, or None.
+
+    The span rule of :func:`detect_system_mask` for one row: a serving engine computes it once
+    per request from the whole prompt (``calyrex.vllm``).
+    """
+    return _find(markers, list(ids))
+
+
 def detect_system_mask(
     input_ids: torch.Tensor, attention_mask: torch.Tensor | None, markers: SpanMarkers
 ) -> torch.Tensor:

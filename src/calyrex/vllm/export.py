@@ -1,0 +1,138 @@
+"""``calyrex export-vllm``: a model directory vLLM starts from (no vLLM import here).
+
+The directory holds the base model's weights (hard links where the filesystem allows, else
+copies), its tokenizer, ``calyrex_adapter.safetensors`` (the adapter tensors, checked against
+the base model as ``load_adapter`` does) and a ``config.json`` whose architecture is the
+calyrex variant and whose ``calyrex`` entry carries the block configuration and the token-level
+span markers of the tokenizer's chat template. It is built in a temporary directory and renamed
+into place, so an interrupted export leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from safetensors.torch import save_file
+
+from ..adapter_io import AdapterError, check_base, read_config, read_weights, resolve_dir
+from ..markers import span_markers_reason
+from ..resolve import resolve_model
+from ..version import __version__
+
+ADAPTER_FILE = "calyrex_adapter.safetensors"
+INDEX = "model.safetensors.index.json"
+# stock architecture → its calyrex variant (registered by calyrex.vllm.register)
+ARCHITECTURES = {
+    "Qwen2ForCausalLM": "CalyrexQwen2ForCausalLM",
+    "LlamaForCausalLM": "CalyrexLlamaForCausalLM",
+    "MistralForCausalLM": "CalyrexLlamaForCausalLM",
+}
+
+
+def _local(model: str) -> Path:
+    path = resolve_model(model)
+    if Path(path).is_dir():
+        return Path(path)
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(path, allow_patterns=["*.json", "*.safetensors", "*.model"]))
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _architecture(config: dict[str, Any]) -> str:
+    archs = config.get("architectures") or []
+    if len(archs) != 1 or archs[0] not in ARCHITECTURES:
+        raise ValueError(
+            f"calyrex.vllm serves {sorted(ARCHITECTURES)}; this model is {archs or 'unknown'}"
+        )
+    return ARCHITECTURES[archs[0]]
+
+
+def export_vllm(model: str, adapter: str, out: str) -> Path:
+    """Write a vLLM model directory for ``model`` (``ruleworld``, a directory or a hub id) with
+    the CALYREX ``adapter`` (a directory or a hub id) to ``out`` (must not exist yet)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = Path(out)
+    if target.exists():
+        raise ValueError(f"{target} already exists; choose a new --out directory")
+    source = _local(model)
+    adapter_dir = resolve_dir(adapter)
+    record = read_config(adapter_dir)
+    if record["method"] != "calyrex":
+        raise AdapterError(
+            f"{adapter_dir} is a {record['method']!r} adapter; calyrex.vllm serves CALYREX "
+            "adapters only"
+        )
+    config = json.loads((source / "config.json").read_text())
+    arch = _architecture(config)
+    tok = AutoTokenizer.from_pretrained(source)
+    markers, reason = span_markers_reason(tok)
+    if markers is None:
+        raise ValueError(
+            f"vLLM gets the system span from token ids, and this tokenizer's chat template has no "
+            f"token-level span rule: {reason}"
+        )
+    base = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    check_base(record, base, adapter_dir)
+    del base
+    tensors = read_weights(adapter_dir, record)
+    weights = sorted(source.glob("*.safetensors"))
+    if not weights:
+        raise ValueError(f"{source} has no *.safetensors weights (vLLM loads safetensors only)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        for file in weights:
+            _link_or_copy(file, tmp / file.name)
+        save_file(
+            {k: v.contiguous() for k, v in tensors.items()},
+            str(tmp / ADAPTER_FILE),
+            metadata={"format": "pt"},
+        )
+        if (source / INDEX).exists():  # vLLM reads only the files the index names
+            index = json.loads((source / INDEX).read_text())
+            index["weight_map"].update({k: ADAPTER_FILE for k in tensors})
+            (tmp / INDEX).write_text(json.dumps(index, indent=2))
+        for name in ("generation_config.json",):
+            if (source / name).exists():
+                shutil.copy2(source / name, tmp / name)
+        tok.save_pretrained(tmp)
+        config["architectures"] = [arch]
+        config["calyrex"] = {
+            "calyrex_version": __version__,
+            "config": record["config"],
+            "span_markers": markers.to_dict(),
+            "adapter": {"source": str(adapter), "weights_sha256": record.get("weights_sha256")},
+            "base_model": str(model),
+        }
+        (tmp / "config.json").write_text(json.dumps(config, indent=2))
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return target
+
+
+def export_vllm_command(model: str, adapter: str, out: str) -> None:
+    """Write a directory vLLM serves: base weights, tokenizer, CALYREX adapter, calyrex config.
+
+    Then: python -m vllm.entrypoints.openai.api_server --model OUT --tokenizer-mode calyrex
+    """
+    path = export_vllm(model, adapter, out)
+    print(f"wrote {path}; serve it with:")
+    print(
+        f"  python -m vllm.entrypoints.openai.api_server --model {path} --tokenizer-mode calyrex"
+    )

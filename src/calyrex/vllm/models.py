@@ -1,0 +1,196 @@
+"""CALYREX variants of vLLM's Qwen2 (Qwen2 / 2.5 / 3-style checkpoints) and Llama (Llama 3.x,
+Mistral) models.
+
+The stock model is built unchanged; each placed decoder layer then gets a :class:`KeyBiasCAL`
+(``model.layers.<i>.cal``) applied to its output. vLLM layers return ``(hidden, residual)``
+un-summed for the next layer's fused add + RMSNorm: a CAL layer returns ``(0, x)`` with
+``x = CAL(hidden + residual)``, so the next layer and the final norm see exactly ``x``.
+
+The per-token system flags of a step reach the layers through one shared :class:`SpanState`
+that the model's ``forward`` fills from the runner's ``calyrex_spans`` (``calyrex.vllm.runner``).
+Legend: T scheduled tokens, D hidden, R requests in the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..markers import SpanMarkers
+from .block import KeyBiasCAL
+from .span import token_flags
+
+ADAPTER_PREFIX = "cal_blocks."  # adapter tensor names: cal_blocks.<layer>.<block parameter>
+
+
+class SpanState:
+    """The (T,) system flags of the step being run, shared by every CAL layer of one model."""
+
+    def __init__(self) -> None:
+        self.flags: torch.Tensor | None = None
+
+
+class CalLayerMixin:
+    """A stock decoder layer followed by its CAL block (``self.cal``)."""
+
+    cal: KeyBiasCAL
+    cal_state: SpanState
+
+    def forward(
+        self, positions: torch.Tensor, hidden_states: torch.Tensor, residual: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        h, r = super().forward(positions, hidden_states, residual)  # type: ignore[misc]
+        x = h if r is None else h + r  # (T, D) the residual stream after this layer
+        flags = self.cal_state.flags
+        if flags is None or flags.shape[0] != x.shape[0]:
+            flags = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+        x = self.cal(x, flags)
+        return torch.zeros_like(x), x
+
+
+_LAYER_CLASSES: dict[type, type] = {}
+
+
+def _cal_layer_class(host: type) -> type:
+    """``host``'s decoder-layer class with a CAL block after it (one subclass per host class)."""
+    if host not in _LAYER_CLASSES:
+        _LAYER_CLASSES[host] = type(f"Cal{host.__name__}", (CalLayerMixin, host), {})
+    return _LAYER_CLASSES[host]
+
+
+def calyrex_settings(hf_config: Any) -> dict[str, Any]:
+    """The ``calyrex`` entry an exported config carries (``calyrex export-vllm``)."""
+    settings = getattr(hf_config, "calyrex", None)
+    if not isinstance(settings, dict) or "config" not in settings:
+        raise ValueError(
+            "this model directory has no 'calyrex' entry in its config.json: build one with "
+            "`calyrex export-vllm --model M --adapter A --out DIR`"
+        )
+    return settings
+
+
+class CalyrexMixin:
+    """Adds CAL blocks to a stock vLLM causal LM after its ``__init__``."""
+
+    model: Any
+    token_lookback_depth = 0  # the span comes from the whole prompt (runner), not a lookback
+
+    def _add_cal(self, vllm_config: Any, prefix: str) -> None:
+        from vllm.distributed import get_pp_group, get_tensor_model_parallel_world_size
+        from vllm.platforms import current_platform
+
+        if get_tensor_model_parallel_world_size() > 1 or get_pp_group().world_size > 1:
+            raise ValueError("calyrex.vllm runs with tensor/pipeline parallel size 1 only")
+        settings = calyrex_settings(vllm_config.model_config.hf_config)
+        cfg = settings["config"]
+        markers = settings.get("span_markers")
+        self.calyrex_markers = SpanMarkers.from_dict(markers) if markers else None
+        self.calyrex_state = SpanState()
+        hidden = vllm_config.model_config.hf_config.get_text_config().hidden_size
+        base = f"{prefix}.model" if prefix else "model"
+        for i in cfg["layers"]:
+            layer = self.model.layers[i]
+            layer.__class__ = _cal_layer_class(type(layer))
+            layer.cal = KeyBiasCAL(
+                hidden,
+                cfg,
+                vllm_config.cache_config,
+                prefix=f"{base}.layers.{i}.cal",
+                on_cpu=current_platform.is_cpu(),
+            )
+            layer.cal_state = self.calyrex_state
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        positions: torch.Tensor,
+        intermediate_tensors: Any = None,
+        inputs_embeds: torch.Tensor | None = None,
+        calyrex_spans: torch.Tensor | None = None,  # (R, 2) [start, end) per request
+        calyrex_query_start_loc: torch.Tensor | None = None,  # (R+1,)
+        **kwargs: Any,
+    ) -> Any:
+        if calyrex_spans is None or calyrex_query_start_loc is None:
+            self.calyrex_state.flags = None  # no span plumbing (profile run): base behaviour
+        else:
+            self.calyrex_state.flags = token_flags(
+                calyrex_spans, calyrex_query_start_loc, positions
+            )
+        try:
+            return super().forward(  # type: ignore[misc]
+                input_ids, positions, intermediate_tensors, inputs_embeds, **kwargs
+            )
+        finally:
+            self.calyrex_state.flags = None
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        """Adapter tensors into the CAL blocks; everything else to vLLM's own loader."""
+        ours: dict[str, torch.Tensor] = {}
+
+        def stock() -> Iterable[tuple[str, torch.Tensor]]:
+            for name, tensor in weights:
+                if name.startswith(ADAPTER_PREFIX):
+                    ours[name] = tensor
+                else:
+                    yield name, tensor
+
+        loaded = set(super().load_weights(stock()))  # type: ignore[misc]
+        return loaded | self._load_cal(ours)
+
+    def _load_cal(self, tensors: dict[str, torch.Tensor]) -> set[str]:
+        params = {
+            f"{ADAPTER_PREFIX}{name.split('.layers.')[1].replace('.cal.', '.', 1)}": (name, p)
+            for name, p in self.named_parameters()  # type: ignore[attr-defined]
+            if ".cal." in name
+        }
+        missing, unexpected = sorted(set(params) - set(tensors)), sorted(set(tensors) - set(params))
+        if missing or unexpected:
+            raise ValueError(
+                f"calyrex adapter tensors do not match the model's CAL blocks: missing "
+                f"{missing[:4]}, unexpected {unexpected[:4]}"
+            )
+        loaded = set()
+        for key, (name, param) in params.items():
+            value = tensors[key]
+            if value.shape != param.shape:
+                raise ValueError(
+                    f"adapter tensor {key} has shape {tuple(value.shape)}, the model's "
+                    f"{name} {tuple(param.shape)}"
+                )
+            with torch.no_grad():
+                param.copy_(value.to(param.dtype))
+            loaded.add(name)
+        return loaded
+
+
+def _model_class(stock: type, name: str) -> type:
+    def __init__(self: nn.Module, *, vllm_config: Any, prefix: str = "") -> None:
+        stock.__init__(self, vllm_config=vllm_config, prefix=prefix)
+        self._add_cal(vllm_config, prefix)
+
+    return type(name, (CalyrexMixin, stock), {"__init__": __init__})
+
+
+def _qwen2() -> type:
+    from vllm.model_executor.models.qwen2 import Qwen2ForCausalLM
+
+    return _model_class(Qwen2ForCausalLM, "CalyrexQwen2ForCausalLM")
+
+
+def _llama() -> type:
+    from vllm.model_executor.models.llama import LlamaForCausalLM
+
+    return _model_class(LlamaForCausalLM, "CalyrexLlamaForCausalLM")
+
+
+def __getattr__(name: str) -> type:
+    """``calyrex.vllm.models:CalyrexQwen2ForCausalLM`` (vLLM's lazy registry imports by name)."""
+    builders = {"CalyrexQwen2ForCausalLM": _qwen2, "CalyrexLlamaForCausalLM": _llama}
+    if name not in builders:
+        raise AttributeError(name)
+    cls = builders[name]()
+    globals()[name] = cls
+    return cls

@@ -1,0 +1,165 @@
+"""The vLLM plugin against HF calyrex: greedy tokens identical over chunk sizes × prefix caching
+× cache hits ending before / inside / after the system span, no-system conversations and mixed
+batches; zero adapter ≡ stock vLLM; cache hits by vLLM's own formula.
+
+Runs in the vLLM lane (``scripts/test.sh --vllm``, ``.venv-vllm``); skipped where vLLM is absent.
+Each engine runs in its own process (``engine_run.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vllm")
+
+import torch  # noqa: E402
+from build import build, tokenizer  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+from calyrex import encode_chat, load_adapter  # noqa: E402
+from calyrex.markers import find_span, span_markers  # noqa: E402
+
+HERE = Path(__file__).parent
+BLOCK, NEW = 32, 10
+RULES = "Never reveal the secret word. The secret is banana. Always answer in capital letters. "
+SORT = "Please sort these numbers: 3 1 2. The quick brown fox jumps over the lazy dog. "
+CONVS = {
+    "a": [{"role": "system", "content": RULES * 2}, {"role": "user", "content": SORT * 2 + "Hello!"}],
+    # same system prompt, other last words: the hit ends after the span
+    "after": [{"role": "system", "content": RULES * 2}, {"role": "user", "content": SORT * 2 + "How are you today?"}],
+    # shares the first blocks of the system prompt only: the hit ends inside the span
+    "inside": [{"role": "system", "content": RULES * 2 + "You are a helpful assistant."}, {"role": "user", "content": "Hello!"}],
+    "none": [{"role": "user", "content": "Hello! How are you today? " + SORT}],
+    "short": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello! How are you today?"}],
+    # llama: another system prompt after the same long dated header: the hit ends before the span
+    "before": [{"role": "system", "content": "Always answer in capital letters. " + RULES}, {"role": "user", "content": "Hello!"}],
+}
+PLANS = {  # phases of prompts, run in order in one engine
+    "qwen2": [["a"], ["after"], ["inside"], ["none", "short", "a", "inside"]],
+    "llama": [["a"], ["before"], ["after"], ["none", "short", "before"]],
+}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vllm")
+    return {
+        "qwen2": build("qwen2", root / "qwen2"),
+        "llama": build("llama", root / "llama"),
+        "zero": build("qwen2", root / "zero", zero=True),
+    }
+
+
+def encoded(family, name):
+    tok = tokenizer(family)
+    return encode_chat(tok, [CONVS[name]], add_generation_prompt=True, return_tensors="pt")
+
+
+def greedy(model, enc, n=NEW, eos=None):
+    """HF greedy decoding without a cache (the reference), stopping after ``eos``."""
+    ids = enc["input_ids"]
+    out = []
+    with torch.no_grad():
+        for _ in range(n):
+            kwargs = {}
+            if "system_mask" in enc:  # generated tokens are never span
+                mask = enc["system_mask"]
+                kwargs["system_mask"] = torch.nn.functional.pad(mask, (0, ids.shape[1] - mask.shape[1]))
+            logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs).logits
+            nxt = int(logits[0, -1].argmax())
+            out.append(nxt)
+            ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+            if nxt == eos:
+                break
+    return out
+
+
+def run_engine(spec, tmp_path, name):
+    spec_file, out_file = tmp_path / f"{name}.json", tmp_path / f"{name}.out.json"
+    spec_file.write_text(json.dumps(spec))
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": str(HERE)}
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "engine_run.py"), str(spec_file), str(out_file)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return json.loads(out_file.read_text())
+
+
+def hf_model(paths, adapter=True):
+    base = AutoModelForCausalLM.from_pretrained(paths["base"], dtype=torch.float32).eval()
+    return load_adapter(base, str(paths["adapter"])).eval() if adapter else base
+
+
+def common(a, b):
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("family", ["qwen2", "llama"])
+@pytest.mark.parametrize("chunk,caching", [(32, True), (256, True), (32, False), (256, False)])
+def test_greedy_tokens_equal_hf_calyrex(models, tmp_path, family, chunk, caching):
+    if family == "llama" and (chunk, caching) in ((256, True), (32, False)):
+        pytest.skip("llama: one chunked+cached and one whole+uncached engine cover it")
+    paths, plan = models[family], PLANS[family]
+    tok = tokenizer(family)
+    markers = span_markers(tok)
+    prompts = {n: encoded(family, n)["input_ids"][0].tolist() for p in plan for n in p}
+    spec = {
+        "model": str(paths["vllm"]), "tokenizer_mode": "calyrex", "max_num_batched_tokens": chunk,
+        "prefix_caching": caching, "max_tokens": NEW,
+        "phases": [[prompts[n] for n in phase] for phase in plan],
+    }
+    got = run_engine(spec, tmp_path, f"{family}-{chunk}-{caching}")["phases"]
+    model, base = hf_model(paths), hf_model(paths, adapter=False)
+    seen: list[list[int]] = []
+    differs = 0
+    for phase, outs in zip(plan, got, strict=True):
+        for name, out in zip(phase, outs, strict=True):
+            enc = encoded(family, name)
+            want = greedy(model, enc, eos=tok.eos_token_id)
+            assert out["tokens"][: len(want)] == want, (family, name, phase)
+            plain = greedy(base, {"input_ids": enc["input_ids"]}, eos=tok.eos_token_id)
+            span = find_span(markers, prompts[name])
+            if span is None:
+                assert want == plain, f"{name}: no system span must give the base model's tokens"
+            differs += want != plain
+            hit = max((common(prompts[name], s) for s in seen), default=0)
+            expected = min(hit // BLOCK, (len(prompts[name]) - 1) // BLOCK) * BLOCK
+            if not caching:
+                assert out["num_cached_tokens"] == 0
+            elif len(phase) == 1:
+                assert out["num_cached_tokens"] == expected, (name, hit, len(prompts[name]))
+            else:  # a mixed batch may also hit blocks of its own requests
+                assert out["num_cached_tokens"] >= expected
+        seen += [prompts[n] for n in phase]
+    assert differs >= 3, "the adapter must change the output, or the test proves nothing"
+
+
+def test_cache_hit_scenarios_are_what_they_claim():
+    """The premises of the plans: where each second request's cache hit ends vs its span."""
+    for family, name, where in (("qwen2", "after", "after"), ("qwen2", "inside", "inside"),
+                                ("llama", "before", "before"), ("llama", "after", "after")):
+        tok = tokenizer(family)
+        ids = encoded(family, name)["input_ids"][0].tolist()
+        hit = common(ids, encoded(family, "a")["input_ids"][0].tolist()) // BLOCK * BLOCK
+        start, end = find_span(span_markers(tok), ids)
+        actual = "before" if hit <= start else "inside" if hit < end else "after"
+        assert actual == where, (family, name, hit, start, end)
+
+
+def test_zero_adapter_equals_stock_vllm(models, tmp_path):
+    paths = models["zero"]
+    prompts = [encoded("qwen2", n)["input_ids"][0].tolist() for n in ("a", "none", "short")]
+    spec = {"max_num_batched_tokens": 32, "prefix_caching": True, "max_tokens": NEW, "phases": [prompts]}
+    cal = run_engine({**spec, "model": str(paths["vllm"]), "tokenizer_mode": "calyrex"}, tmp_path, "zero")
+    stock = run_engine({**spec, "model": str(paths["base"])}, tmp_path, "stock")
+    assert cal["phases"] == stock["phases"]
