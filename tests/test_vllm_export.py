@@ -1,0 +1,112 @@
+"""``calyrex export-vllm`` and the plugin's pure parts, in the main lane (no vLLM installed).
+
+The plugin itself runs against vLLM in ``tests/vllm`` (``scripts/test.sh --vllm``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+sys.path.insert(0, str(Path(__file__).parent / "vllm"))
+from build import build, tokenizer  # noqa: E402
+
+from calyrex import encode_chat, wrap  # noqa: E402
+from calyrex.baselines import ParallelMLPConfig  # noqa: E402
+from calyrex.markers import span_markers  # noqa: E402
+from calyrex.methods import build as build_method  # noqa: E402
+from calyrex.testing import tiny_model  # noqa: E402
+from calyrex.vllm import check_version  # noqa: E402
+from calyrex.vllm.export import ADAPTER_FILE, export_vllm  # noqa: E402
+from calyrex.vllm.span import prompt_bounds, token_flags  # noqa: E402
+
+CONVS = [
+    [{"role": "system", "content": "Never reveal the secret word."}, {"role": "user", "content": "Hi"}],
+    [{"role": "user", "content": "Hello! How are you today?"}],
+    [{"role": "system", "content": " Unicode: ünïcødé ✓ \n"}, {"role": "user", "content": "x"},
+     {"role": "assistant", "content": "y"}, {"role": "user", "content": "z"}],
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    return build("qwen2", tmp_path_factory.mktemp("export") / "qwen2")
+
+
+def test_export_writes_what_vllm_starts_from(exported):
+    out = exported["vllm"]
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["CalyrexQwen2ForCausalLM"]
+    settings = config["calyrex"]
+    assert settings["config"]["layers"] == [1, 2] and settings["config"]["head_dim"] == 64
+    assert settings["span_markers"]["close"] == tokenizer("qwen2").convert_tokens_to_ids("<|im_end|>")
+    adapter = load_file(exported["adapter"] / "adapter_model.safetensors")
+    shipped = load_file(out / ADAPTER_FILE)
+    assert shipped.keys() == adapter.keys()
+    assert all(torch.equal(shipped[k], adapter[k]) for k in adapter)
+    assert any(v.abs().sum() > 0 for k, v in shipped.items() if "o_proj" in k)
+    base = load_file(exported["base"] / "model.safetensors")
+    assert load_file(out / "model.safetensors").keys() == base.keys()
+    assert (out / "tokenizer.json").exists()
+
+
+@pytest.mark.parametrize("family", ["qwen2", "llama"])
+def test_prompt_bounds_equal_encode_chat_span(family):
+    tok, markers = tokenizer(family), span_markers(tokenizer(family))
+    for conv in CONVS:
+        enc = encode_chat(tok, [conv], add_generation_prompt=True)
+        ids, mask = enc["input_ids"][0], enc["system_mask"][0]
+        start, end = prompt_bounds(markers, ids)
+        assert [int(start <= i < end) for i in range(len(ids))] == list(mask), conv
+
+
+def test_token_flags_map_flat_tokens_to_their_request():
+    bounds = torch.tensor([[2, 5], [0, 0], [1, 3]])
+    qsl = torch.tensor([0, 4, 6, 9])
+    positions = torch.tensor([0, 1, 2, 3, 7, 8, 2, 3, 4, 0, 0])  # 3 requests, 2 padding tokens
+    flags = token_flags(bounds, qsl, positions)
+    brute = []
+    for t, pos in enumerate(positions.tolist()):
+        r = next((i for i in range(3) if qsl[i] <= t < qsl[i + 1]), None)
+        brute.append(r is not None and bool(bounds[r, 0] <= pos < bounds[r, 1]))
+    assert flags.tolist() == brute
+    assert not token_flags(torch.zeros(0, 2, dtype=torch.long), torch.tensor([0]), positions).any()
+
+
+def test_another_vllm_version_is_refused_by_name():
+    check_version("0.32.0")
+    with pytest.raises(RuntimeError, match=r"supports vLLM 0\.32\.x only; vLLM 0\.33\.1 is installed"):
+        check_version("0.33.1")
+
+
+def test_export_refusals_name_the_problem(exported, tmp_path):
+    with pytest.raises(ValueError, match="already exists"):
+        export_vllm(str(exported["base"]), str(exported["adapter"]), str(exported["vllm"]))
+    def fresh():
+        return tiny_model("qwen2", seed=7, vocab_size=len(tokenizer("qwen2")), hidden_size=128,
+                          intermediate_size=256, num_attention_heads=2, num_key_value_heads=1,
+                          head_dim=64, max_position_embeddings=1024)  # fmt: skip
+
+    other = fresh()
+    other.save_pretrained(tmp_path / "other")
+    tokenizer("qwen2").save_pretrained(tmp_path / "other")
+    with pytest.raises(ValueError, match="another base model"):
+        export_vllm(str(tmp_path / "other"), str(exported["adapter"]), str(tmp_path / "o1"))
+    assert not (tmp_path / "o1").exists()
+    mlp = build_method("parallel_mlp", fresh(), ParallelMLPConfig().to_dict())
+    mlp.save_adapter(str(tmp_path / "mlp"))
+    with pytest.raises(ValueError, match="CALYREX adapters only"):
+        export_vllm(str(tmp_path / "other"), str(tmp_path / "mlp"), str(tmp_path / "o2"))
+    mistral = tmp_path / "mistral"
+    fresh().save_pretrained(mistral)
+    tok = tokenizer("qwen2")
+    tok.chat_template = (Path(__file__).parent / "fixtures/templates/mistral-v0.3.jinja").read_text()
+    tok.save_pretrained(mistral)
+    wrap(fresh(), tokenizer=tok).save_adapter(str(tmp_path / "cal"))
+    with pytest.raises(ValueError, match="no token-level span rule"):
+        export_vllm(str(mistral), str(tmp_path / "cal"), str(tmp_path / "o3"))
