@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "vllm"))
 SIZE = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=8, num_attention_heads=8,
-            num_key_value_heads=2, head_dim=64)  # fmt: skip
+            num_key_value_heads=2, head_dim=64, max_position_embeddings=2048)  # fmt: skip
 LAYERS = [6, 7]  # late8th of 8 layers
 STREAMS = (1, 8)
 
@@ -69,9 +69,7 @@ def _measure(url: str, system: str, tokens: int, requests: int) -> dict:
     from calyrex.bench.serve import throughput
 
     throughput(url, system, 1, 1, 4)  # warm-up
-    return {
-        str(s): throughput(url, system, s, max(1, requests // s), tokens) for s in STREAMS
-    }
+    return {str(s): throughput(url, system, s, max(1, requests // s), tokens) for s in STREAMS}
 
 
 def main() -> None:
@@ -114,7 +112,9 @@ def main() -> None:
     ratios = {}
     for s in STREAMS:
         cal = results["vllm_calyrex"][str(s)]["tokens_per_s"]
-        ratios[f"vllm_calyrex_vs_vllm_base_{s}"] = cal / results["vllm_base"][str(s)]["tokens_per_s"]
+        ratios[f"vllm_calyrex_vs_vllm_base_{s}"] = (
+            cal / results["vllm_base"][str(s)]["tokens_per_s"]
+        )
         ratios[f"vllm_calyrex_vs_calyrex_serve_{s}"] = (
             cal / results["calyrex_serve"][str(s)]["tokens_per_s"]
         )
@@ -129,8 +129,11 @@ def main() -> None:
         "model": {**SIZE, "cal_layers": LAYERS, "system_prompt_tokens": 200},
         "tokens_per_request": args.tokens,
         "vllm": vllm.__version__,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "load_average": list(os.getloadavg())},  # fmt: skip
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "load_average": list(os.getloadavg()),
+        },  # fmt: skip
         "wall_s": round(time.perf_counter() - start, 1),
         "results": results,
         "ratios": {k: round(v, 3) for k, v in ratios.items()},

@@ -3,7 +3,8 @@
     python scripts/readme_bench.py            # rewrite README.md between the bench markers
     python scripts/readme_bench.py --check    # exit 1 if README.md is not what the files give
 
-Current run: ``benchmarks/results/cpu-2core-qwen2.5-0.5b.json``; the core v2 before/after table
+Current run: ``benchmarks/results/cpu-2core-qwen2.5-0.5b.json``; the vLLM table comes from
+``benchmarks/results/cpu-2core-vllm.json`` (``benchmarks/vllm_bench.py``); the core v2 before/after table
 comes from the ``benchmarks/results/core-v2-*.json`` pairs in ``PAIRS`` (the same ``calyrex bench``
 command at the commit before core v2 and at the current one, back to back) when both exist.
 """
@@ -27,6 +28,8 @@ PAIRS = [  # (before, after, what was run): each pair measured back to back on o
     ),
 ]
 BEGIN, END = "<!-- BEGIN bench-measured -->", "<!-- END bench-measured -->"
+VLLM = RESULTS / "cpu-2core-vllm.json"  # benchmarks/vllm_bench.py (the vLLM lane)
+VBEGIN, VEND = "<!-- BEGIN vllm-bench -->", "<!-- END vllm-bench -->"
 MIB = 2**20
 GOALS = {  # the issue's goals on the CPU preset
     "train_time_ratio_vs_lora": "≤ 0.70",
@@ -156,14 +159,51 @@ def section() -> str:
     return "\n\n".join(parts)
 
 
+def vllm_section() -> str:
+    """The vLLM lane's benchmark (``benchmarks/vllm_bench.py``) as a table with its conditions."""
+    r = json.loads(VLLM.read_text())
+    res, ratio, m = r["results"], r["ratios"], r["model"]
+    tps = {k: {s: v[s]["tokens_per_s"] for s in ("1", "8")} for k, v in res.items()}
+    rows = [
+        "| streams | vLLM + CALYREX | vLLM + base | `calyrex serve` | CALYREX ÷ base (goal ≥ 0.8) "
+        "| vLLM + CALYREX ÷ `calyrex serve` |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in ("1", "8"):
+        rows.append(
+            f"| {s} | {tps['vllm_calyrex'][s]:.1f} tok/s | {tps['vllm_base'][s]:.1f} tok/s | "
+            f"{tps['calyrex_serve'][s]:.1f} tok/s | **{ratio[f'vllm_calyrex_vs_vllm_base_{s}']:.3f}**"
+            f" | {ratio[f'vllm_calyrex_vs_calyrex_serve_{s}']:.2f} |"
+        )
+    kv = ratio.get("kv_bytes_per_token_calyrex_vs_base")
+    cond = (
+        f"`{r['command']}` (vLLM {r['vllm']}, {r['machine']['cpus']} CPUs, load average "
+        f"{r['machine']['load_average'][0]:.1f}, {r['wall_s'] / 60:.1f} min): a Qwen2-shaped "
+        f"model built offline (hidden {m['hidden_size']}, {m['num_hidden_layers']} layers, "
+        f"{m['num_attention_heads']} heads of 64, {m['num_key_value_heads']} KV heads), CAL blocks "
+        f"after layers {m['cal_layers']} with non-zero weights, fp32, `--enforce-eager`; every "
+        f"request a {m['system_prompt_tokens']}-token system prompt shared by all and "
+        f"{r['tokens_per_request']} generated tokens (`ignore_eos`), the same httpx clients "
+        "streaming from each OpenAI server in turn."
+    )
+    kv_text = (
+        f" vLLM's KV-cache capacity in the same cache space: base ÷ CALYREX = **{kv:.3f}** (CAL "
+        "layers store K/V for every token at the padded head size)."
+        if kv
+        else ""
+    )
+    return cond + kv_text + "\n\n" + "\n".join(rows)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     readme = ROOT / "README.md"
-    text = readme.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    new = text[:start] + "\n" + section() + "\n" + text[end:]
+    text = new = readme.read_text()
+    for begin, end_marker, make in ((BEGIN, END, section), (VBEGIN, VEND, vllm_section)):
+        start, end = new.index(begin) + len(begin), new.index(end_marker)
+        new = new[:start] + "\n" + make() + "\n" + new[end:]
     if args.check:
         return 0 if new == text else 1
     readme.write_text(new)

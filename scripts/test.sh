@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # The project's test command: installs what it needs, then lint, format check and the tests.
-# `scripts/test.sh --slow` also runs the checks marked slow.
+# `scripts/test.sh --slow` also runs the checks marked slow; `scripts/test.sh --vllm` runs the
+# vLLM lane (its own .venv-vllm with vLLM's CPU build: plugin tests, then the vLLM benchmark).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--vllm" ]; then
+  shift
+  bash scripts/setup_vllm.sh
+  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/vllm "$@"
+  exec .venv-vllm/bin/python benchmarks/vllm_bench.py --out "${TMPDIR:-/tmp}/calyrex-vllm-bench.json"
+fi
 bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

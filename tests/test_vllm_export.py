@@ -44,7 +44,9 @@ def test_export_writes_what_vllm_starts_from(exported):
     assert config["architectures"] == ["CalyrexQwen2ForCausalLM"]
     settings = config["calyrex"]
     assert settings["config"]["layers"] == [1, 2] and settings["config"]["head_dim"] == 64
-    assert settings["span_markers"]["close"] == tokenizer("qwen2").convert_tokens_to_ids("<|im_end|>")
+    assert settings["span_markers"]["close"] == tokenizer("qwen2").convert_tokens_to_ids(
+        "<|im_end|>"
+    )
     adapter = load_file(exported["adapter"] / "adapter_model.safetensors")
     shipped = load_file(out / ADAPTER_FILE)
     assert shipped.keys() == adapter.keys()
@@ -80,13 +82,16 @@ def test_token_flags_map_flat_tokens_to_their_request():
 
 def test_another_vllm_version_is_refused_by_name():
     check_version("0.32.0")
-    with pytest.raises(RuntimeError, match=r"supports vLLM 0\.32\.x only; vLLM 0\.33\.1 is installed"):
+    with pytest.raises(
+        RuntimeError, match=r"supports vLLM 0\.32\.x only; vLLM 0\.33\.1 is installed"
+    ):
         check_version("0.33.1")
 
 
 def test_export_refusals_name_the_problem(exported, tmp_path):
     with pytest.raises(ValueError, match="already exists"):
         export_vllm(str(exported["base"]), str(exported["adapter"]), str(exported["vllm"]))
+
     def fresh():
         return tiny_model("qwen2", seed=7, vocab_size=len(tokenizer("qwen2")), hidden_size=128,
                           intermediate_size=256, num_attention_heads=2, num_key_value_heads=1,
@@ -105,7 +110,9 @@ def test_export_refusals_name_the_problem(exported, tmp_path):
     mistral = tmp_path / "mistral"
     fresh().save_pretrained(mistral)
     tok = tokenizer("qwen2")
-    tok.chat_template = (Path(__file__).parent / "fixtures/templates/mistral-v0.3.jinja").read_text()
+    tok.chat_template = (
+        Path(__file__).parent / "fixtures/templates/mistral-v0.3.jinja"
+    ).read_text()
     tok.save_pretrained(mistral)
     wrap(fresh(), tokenizer=tok).save_adapter(str(tmp_path / "cal"))
     with pytest.raises(ValueError, match="no token-level span rule"):

@@ -24,17 +24,32 @@ FAMILIES = {
     "qwen2": ("qwen2", "qwen2.5", CHATML, None, "<|im_end|>", "<|endoftext|>"),
     "llama": ("llama", "llama3.3", LLAMA, "<|begin_of_text|>", "<|eot_id|>", "<|pad|>"),
 }
-SMALL = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=2,
-             num_key_value_heads=1, head_dim=64, max_position_embeddings=1024)
+SMALL = dict(
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=4,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    head_dim=64,
+    max_position_embeddings=1024,
+)
 
 
 def tokenizer(family: str):
     _, template, specials, bos, eos, pad = FAMILIES[family]
-    return byte_level_tokenizer(specials, bos, eos, pad, (TEMPLATES / f"{template}.jinja").read_text())
+    return byte_level_tokenizer(
+        specials, bos, eos, pad, (TEMPLATES / f"{template}.jinja").read_text()
+    )
 
 
-def build(family: str, root: Path, zero: bool = False, size: dict | None = None,
-          layers: list[int] | None = None, seed: int = 0) -> dict[str, Path]:
+def build(
+    family: str,
+    root: Path,
+    zero: bool = False,
+    size: dict | None = None,
+    layers: list[int] | None = None,
+    seed: int = 0,
+) -> dict[str, Path]:
     """``root/base`` (HF checkpoint), ``root/adapter`` and ``root/vllm`` (export). ``zero``: the
     adapter as initialised (W_O = W_D = 0, the identity); else every tensor random, non-zero."""
     arch = FAMILIES[family][0]
@@ -49,10 +64,13 @@ def build(family: str, root: Path, zero: bool = False, size: dict | None = None,
     if not zero:
         gen = torch.Generator().manual_seed(seed + 1)
         with torch.no_grad():
-            for name, p in wrapped.named_parameters():
+            for p in wrapped.parameters():
                 if p.requires_grad:
                     scale = 0.5 if p.dim() > 1 else 0.2
-                    p.copy_((1.0 if p.dim() == 1 else 0.0) + scale * torch.randn(p.shape, generator=gen) / p.shape[-1] ** 0.5)
+                    p.copy_(
+                        (1.0 if p.dim() == 1 else 0.0)
+                        + scale * torch.randn(p.shape, generator=gen) / p.shape[-1] ** 0.5
+                    )
     wrapped.save_adapter(str(adapter))
     export_vllm(str(base), str(adapter), str(out))
     return {"base": base, "adapter": adapter, "vllm": out}

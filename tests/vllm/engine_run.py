@@ -18,7 +18,7 @@ if __name__ == "__main__":
     llm = LLM(
         model=spec["model"],
         tokenizer_mode=spec.get("tokenizer_mode", "auto"),
-        enforce_eager=True,
+        enforce_eager=spec.get("enforce_eager", True),
         dtype="float32",
         max_model_len=1024,
         max_num_batched_tokens=spec["max_num_batched_tokens"],
@@ -33,7 +33,10 @@ if __name__ == "__main__":
         outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
         phases.append(
             [
-                {"tokens": list(o.outputs[0].token_ids), "num_cached_tokens": o.num_cached_tokens or 0}
+                {
+                    "tokens": list(o.outputs[0].token_ids),
+                    "num_cached_tokens": o.num_cached_tokens or 0,
+                }
                 for o in outs
             ]
         )

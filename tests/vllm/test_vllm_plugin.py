@@ -29,19 +29,46 @@ HERE = Path(__file__).parent
 BLOCK, NEW = 32, 10
 RULES = "Never reveal the secret word. The secret is banana. Always answer in capital letters. "
 SORT = "Please sort these numbers: 3 1 2. The quick brown fox jumps over the lazy dog. "
+DEFAULT = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."  # Qwen2.5's
 CONVS = {
-    "a": [{"role": "system", "content": RULES * 2}, {"role": "user", "content": SORT * 2 + "Hello!"}],
+    "a": [
+        {"role": "system", "content": RULES * 2},
+        {"role": "user", "content": SORT * 2 + "Hello!"},
+    ],
     # same system prompt, other last words: the hit ends after the span
-    "after": [{"role": "system", "content": RULES * 2}, {"role": "user", "content": SORT * 2 + "How are you today?"}],
-    # shares the first blocks of the system prompt only: the hit ends inside the span
-    "inside": [{"role": "system", "content": RULES * 2 + "You are a helpful assistant."}, {"role": "user", "content": "Hello!"}],
+    "after": [
+        {"role": "system", "content": RULES * 2},
+        {"role": "user", "content": SORT * 2 + "How are you today?"},
+    ],
+    # same system prompt, another user turn at once: the hit's last block ends inside the span
+    "inside": [{"role": "system", "content": RULES * 2}, {"role": "user", "content": "Hello!"}],
+    # llama: another system prompt of the same length after the long dated header: the hit ends
+    # before the span
+    "before": [
+        {"role": "system", "content": (RULES * 2).replace("Never reveal the", "Never reveal a", 1)},
+        {"role": "user", "content": SORT * 2 + "Hello!"},
+    ],
     "none": [{"role": "user", "content": "Hello! How are you today? " + SORT}],
-    "short": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello! How are you today?"}],
-    # llama: another system prompt after the same long dated header: the hit ends before the span
-    "before": [{"role": "system", "content": "Always answer in capital letters. " + RULES}, {"role": "user", "content": "Hello!"}],
+    # Qwen2.5 renders DEFAULT when there is no system message (not span); a system prompt that
+    # starts with it shares its first block's tokens but not their span membership
+    "default+": [
+        {"role": "system", "content": DEFAULT + " " + RULES},
+        {"role": "user", "content": "Hello! How are you today? " + SORT},
+    ],
+    "short": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hello! How are you today?"},
+    ],
 }
 PLANS = {  # phases of prompts, run in order in one engine
-    "qwen2": [["a"], ["after"], ["inside"], ["none", "short", "a", "inside"]],
+    "qwen2": [
+        ["a"],
+        ["after"],
+        ["inside"],
+        ["none"],
+        ["default+"],
+        ["none", "short", "a", "inside"],
+    ],
     "llama": [["a"], ["before"], ["after"], ["none", "short", "before"]],
 }
 
@@ -70,7 +97,9 @@ def greedy(model, enc, n=NEW, eos=None):
             kwargs = {}
             if "system_mask" in enc:  # generated tokens are never span
                 mask = enc["system_mask"]
-                kwargs["system_mask"] = torch.nn.functional.pad(mask, (0, ids.shape[1] - mask.shape[1]))
+                kwargs["system_mask"] = torch.nn.functional.pad(
+                    mask, (0, ids.shape[1] - mask.shape[1])
+                )
             logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs).logits
             nxt = int(logits[0, -1].argmax())
             out.append(nxt)
@@ -80,14 +109,20 @@ def greedy(model, enc, n=NEW, eos=None):
     return out
 
 
-def run_engine(spec, tmp_path, name):
+def run_engine(spec, tmp_path, name, fails=False):
     spec_file, out_file = tmp_path / f"{name}.json", tmp_path / f"{name}.out.json"
     spec_file.write_text(json.dumps(spec))
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": str(HERE)}
     proc = subprocess.run(
         [sys.executable, str(HERE / "engine_run.py"), str(spec_file), str(out_file)],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
+    if fails:
+        assert proc.returncode != 0
+        return proc.stdout + proc.stderr
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return json.loads(out_file.read_text())
 
@@ -114,13 +149,16 @@ def test_greedy_tokens_equal_hf_calyrex(models, tmp_path, family, chunk, caching
     markers = span_markers(tok)
     prompts = {n: encoded(family, n)["input_ids"][0].tolist() for p in plan for n in p}
     spec = {
-        "model": str(paths["vllm"]), "tokenizer_mode": "calyrex", "max_num_batched_tokens": chunk,
-        "prefix_caching": caching, "max_tokens": NEW,
+        "model": str(paths["vllm"]),
+        "tokenizer_mode": "calyrex",
+        "max_num_batched_tokens": chunk,
+        "prefix_caching": caching,
+        "max_tokens": NEW,
         "phases": [[prompts[n] for n in phase] for phase in plan],
     }
     got = run_engine(spec, tmp_path, f"{family}-{chunk}-{caching}")["phases"]
     model, base = hf_model(paths), hf_model(paths, adapter=False)
-    seen: list[list[int]] = []
+    seen: list[tuple[list[int], tuple | None]] = []
     differs = 0
     for phase, outs in zip(plan, got, strict=True):
         for name, out in zip(phase, outs, strict=True):
@@ -128,11 +166,11 @@ def test_greedy_tokens_equal_hf_calyrex(models, tmp_path, family, chunk, caching
             want = greedy(model, enc, eos=tok.eos_token_id)
             assert out["tokens"][: len(want)] == want, (family, name, phase)
             plain = greedy(base, {"input_ids": enc["input_ids"]}, eos=tok.eos_token_id)
-            span = find_span(markers, prompts[name])
+            span = find_span(markers, prompts[name])  # blocks are shared only under one span
+            hit = max((common(prompts[name], p) for p, sp in seen if sp == span), default=0)
             if span is None:
                 assert want == plain, f"{name}: no system span must give the base model's tokens"
             differs += want != plain
-            hit = max((common(prompts[name], s) for s in seen), default=0)
             expected = min(hit // BLOCK, (len(prompts[name]) - 1) // BLOCK) * BLOCK
             if not caching:
                 assert out["num_cached_tokens"] == 0
@@ -140,18 +178,26 @@ def test_greedy_tokens_equal_hf_calyrex(models, tmp_path, family, chunk, caching
                 assert out["num_cached_tokens"] == expected, (name, hit, len(prompts[name]))
             else:  # a mixed batch may also hit blocks of its own requests
                 assert out["num_cached_tokens"] >= expected
-        seen += [prompts[n] for n in phase]
+        seen += [(prompts[n], find_span(markers, prompts[n])) for n in phase]
     assert differs >= 3, "the adapter must change the output, or the test proves nothing"
 
 
 def test_cache_hit_scenarios_are_what_they_claim():
     """The premises of the plans: where each second request's cache hit ends vs its span."""
-    for family, name, where in (("qwen2", "after", "after"), ("qwen2", "inside", "inside"),
-                                ("llama", "before", "before"), ("llama", "after", "after")):
+    for family, name, where in (
+        ("qwen2", "after", "after"),
+        ("qwen2", "inside", "inside"),
+        ("llama", "before", "before"),
+        ("llama", "after", "after"),
+        ("llama", "inside", "inside"),
+    ):
         tok = tokenizer(family)
         ids = encoded(family, name)["input_ids"][0].tolist()
         hit = common(ids, encoded(family, "a")["input_ids"][0].tolist()) // BLOCK * BLOCK
         start, end = find_span(span_markers(tok), ids)
+        assert (start, end) == find_span(
+            span_markers(tok), encoded(family, "a")["input_ids"][0].tolist()
+        )
         actual = "before" if hit <= start else "inside" if hit < end else "after"
         assert actual == where, (family, name, hit, start, end)
 
@@ -159,7 +205,31 @@ def test_cache_hit_scenarios_are_what_they_claim():
 def test_zero_adapter_equals_stock_vllm(models, tmp_path):
     paths = models["zero"]
     prompts = [encoded("qwen2", n)["input_ids"][0].tolist() for n in ("a", "none", "short")]
-    spec = {"max_num_batched_tokens": 32, "prefix_caching": True, "max_tokens": NEW, "phases": [prompts]}
-    cal = run_engine({**spec, "model": str(paths["vllm"]), "tokenizer_mode": "calyrex"}, tmp_path, "zero")
+    spec = {
+        "max_num_batched_tokens": 32,
+        "prefix_caching": True,
+        "max_tokens": NEW,
+        "phases": [prompts],
+    }
+    cal = run_engine(
+        {**spec, "model": str(paths["vllm"]), "tokenizer_mode": "calyrex"}, tmp_path, "zero"
+    )
     stock = run_engine({**spec, "model": str(paths["base"])}, tmp_path, "stock")
     assert cal["phases"] == stock["phases"]
+
+
+def test_a_compiled_forward_is_refused(models, tmp_path):
+    """A compiled / graph-captured forward would keep the capture batch's span: refused."""
+    spec = {"model": str(models["qwen2"]["vllm"]), "tokenizer_mode": "calyrex",
+            "max_num_batched_tokens": 32, "prefix_caching": True, "max_tokens": 1,
+            "phases": [], "enforce_eager": False}  # fmt: skip
+    assert "needs --enforce-eager" in run_engine(spec, tmp_path, "compiled", fails=True)
+
+
+def test_default_system_prefix_shares_tokens_but_not_span():
+    """The premise of the "default+" phase: its first block's tokens are those of a request
+    without a span (so only the span salt keeps it from hitting that block)."""
+    tok = tokenizer("qwen2")
+    none, plus = (encoded("qwen2", n)["input_ids"][0].tolist() for n in ("none", "default+"))
+    assert common(none, plus) >= BLOCK
+    assert find_span(span_markers(tok), none) is None and find_span(span_markers(tok), plus)

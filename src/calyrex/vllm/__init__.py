@@ -2,8 +2,8 @@
 
 vLLM runs :func:`register` in every process through the ``vllm.general_plugins`` entry point.
 It registers the CALYREX variants of vLLM's Qwen2 and Llama models, the ``calyrex`` tokenizer
-mode and renderer (chat rendered by ``encode_chat``), and patches the V1 model runner to pass
-each request's system span to the model. A model directory for vLLM comes from
+mode and renderer (chat rendered by ``encode_chat``), patches the V1 model runner to pass each
+request's system span to the model, and adds the span to the prefix-cache salt. A model directory for vLLM comes from
 ``calyrex export-vllm``; README "Serving on vLLM" has the server command.
 
 Only one vLLM minor version is supported (:data:`SUPPORTED`): the plugin relies on vLLM
@@ -32,13 +32,15 @@ def register() -> None:
     global _done
     if _done:
         return
-    import vllm
-    from vllm import ModelRegistry
     from vllm.renderers.registry import RENDERER_REGISTRY
     from vllm.tokenizers.registry import TokenizerRegistry
+    from vllm.v1.engine.input_processor import InputProcessor
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-    from .runner import patch
+    import vllm
+    from vllm import ModelRegistry
+
+    from . import cache_keys, runner
 
     check_version(vllm.__version__)
     for arch in _ARCHS:
@@ -48,5 +50,6 @@ def register() -> None:
         TokenizerRegistry.register(TOKENIZER_MODE, "vllm.tokenizers.hf", "CachedHfTokenizer")
     if TOKENIZER_MODE not in RENDERER_REGISTRY.renderers:
         RENDERER_REGISTRY.register(TOKENIZER_MODE, "calyrex.vllm.renderer", "CalyrexRenderer")
-    patch(GPUModelRunner)  # the CPU runner subclasses it
+    runner.patch(GPUModelRunner)  # the CPU runner subclasses it
+    cache_keys.patch(InputProcessor)
     _done = True

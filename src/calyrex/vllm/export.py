@@ -133,6 +133,4 @@ def export_vllm_command(model: str, adapter: str, out: str) -> None:
     """
     path = export_vllm(model, adapter, out)
     print(f"wrote {path}; serve it with:")
-    print(
-        f"  python -m vllm.entrypoints.openai.api_server --model {path} --tokenizer-mode calyrex"
-    )
+    print(f"  python -m vllm.entrypoints.openai.api_server --model {path} --tokenizer-mode calyrex")

@@ -44,10 +44,7 @@ class CalLayerMixin:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         h, r = super().forward(positions, hidden_states, residual)  # type: ignore[misc]
         x = h if r is None else h + r  # (T, D) the residual stream after this layer
-        flags = self.cal_state.flags
-        if flags is None or flags.shape[0] != x.shape[0]:
-            flags = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
-        x = self.cal(x, flags)
+        x = self.cal(x, self.cal_state.flags)
         return torch.zeros_like(x), x
 
 
@@ -84,6 +81,16 @@ class CalyrexMixin:
 
         if get_tensor_model_parallel_world_size() > 1 or get_pp_group().world_size > 1:
             raise ValueError("calyrex.vllm runs with tensor/pipeline parallel size 1 only")
+        if vllm_config.use_v2_model_runner:
+            raise ValueError(
+                "calyrex.vllm passes the system span through vLLM's V1 model runner; start vLLM "
+                "with VLLM_USE_V2_MODEL_RUNNER=0 (a V2 ModelState path is not written yet)"
+            )
+        if not vllm_config.model_config.enforce_eager:
+            raise ValueError(
+                "calyrex.vllm needs --enforce-eager (enforce_eager=True): a compiled or "
+                "CUDA-graph-captured forward would keep the system span of the capture batch"
+            )
         settings = calyrex_settings(vllm_config.model_config.hf_config)
         cfg = settings["config"]
         markers = settings.get("span_markers")
@@ -114,11 +121,11 @@ class CalyrexMixin:
         **kwargs: Any,
     ) -> Any:
         if calyrex_spans is None or calyrex_query_start_loc is None:
-            self.calyrex_state.flags = None  # no span plumbing (profile run): base behaviour
-        else:
-            self.calyrex_state.flags = token_flags(
-                calyrex_spans, calyrex_query_start_loc, positions
+            raise RuntimeError(
+                "the vLLM model runner passed no calyrex_spans: calyrex.register() did not "
+                "patch it (is the calyrex plugin allowed by VLLM_PLUGINS?)"
             )
+        self.calyrex_state.flags = token_flags(calyrex_spans, calyrex_query_start_loc, positions)
         try:
             return super().forward(  # type: ignore[misc]
                 input_ids, positions, intermediate_tensors, inputs_embeds, **kwargs
