@@ -66,17 +66,18 @@ def _calyrex_serve(base: Path, adapter: Path, port: int, log: Path) -> subproces
 
 
 def _measure(url: str, system: str, tokens: int, requests: int) -> dict:
+    """Each of 1 and 8 concurrent streams sends ``requests`` requests one after another."""
     from calyrex.bench.serve import throughput
 
     throughput(url, system, 1, 1, 4)  # warm-up
-    return {str(s): throughput(url, system, s, max(1, requests // s), tokens) for s in STREAMS}
+    return {str(s): throughput(url, system, s, requests, tokens) for s in STREAMS}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/cpu-2core-vllm.json"))
     ap.add_argument("--tokens", type=int, default=48)
-    ap.add_argument("--requests", type=int, default=8, help="per stream count 1; split over 8")
+    ap.add_argument("--requests", type=int, default=4, help="requests per stream")
     args = ap.parse_args()
 
     from build import build, tokenizer

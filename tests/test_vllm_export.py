@@ -57,7 +57,7 @@ def test_export_writes_what_vllm_starts_from(exported):
     assert (out / "tokenizer.json").exists()
 
 
-@pytest.mark.parametrize("family", ["qwen2", "llama"])
+@pytest.mark.parametrize("family", ["qwen2", "qwen3", "llama"])
 def test_prompt_bounds_equal_encode_chat_span(family):
     tok, markers = tokenizer(family), span_markers(tokenizer(family))
     for conv in CONVS:
@@ -117,3 +117,15 @@ def test_export_refusals_name_the_problem(exported, tmp_path):
     wrap(fresh(), tokenizer=tok).save_adapter(str(tmp_path / "cal"))
     with pytest.raises(ValueError, match="no token-level span rule"):
         export_vllm(str(mistral), str(tmp_path / "cal"), str(tmp_path / "o3"))
+
+
+def test_export_vllm_command_line(exported, tmp_path, capsys):
+    from calyrex.cli import main
+
+    out = tmp_path / "cli"
+    assert main(["export-vllm", "--model", str(exported["base"]), "--adapter",
+                 str(exported["adapter"]), "--out", str(out)]) == 0  # fmt: skip
+    assert "--tokenizer-mode calyrex" in capsys.readouterr().out
+    assert json.loads((out / "config.json").read_text())["calyrex"]["config"]["layers"] == [1, 2]
+    assert main(["export-vllm", "--model", "no/such/dir", "--adapter", str(exported["adapter"]),
+                 "--out", str(tmp_path / "x")]) == 2  # fmt: skip

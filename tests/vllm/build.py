@@ -22,6 +22,7 @@ LLAMA += ["<|eom_id|>", "<|python_tag|>", "<|pad|>"]
 # family: (HF architecture, verbatim template, tokenizer special tokens, bos, eos, pad)
 FAMILIES = {
     "qwen2": ("qwen2", "qwen2.5", CHATML, None, "<|im_end|>", "<|endoftext|>"),
+    "qwen3": ("qwen3", "qwen3", CHATML, None, "<|im_end|>", "<|endoftext|>"),
     "llama": ("llama", "llama3.3", LLAMA, "<|begin_of_text|>", "<|eot_id|>", "<|pad|>"),
 }
 SMALL = dict(

@@ -70,6 +70,7 @@ PLANS = {  # phases of prompts, run in order in one engine
         ["none", "short", "a", "inside"],
     ],
     "llama": [["a"], ["before"], ["after"], ["none", "short", "before"]],
+    "qwen3": [["a"], ["after"], ["inside"], ["none", "short", "a"]],
 }
 
 
@@ -79,6 +80,7 @@ def models(tmp_path_factory):
     return {
         "qwen2": build("qwen2", root / "qwen2"),
         "llama": build("llama", root / "llama"),
+        "qwen3": build("qwen3", root / "qwen3"),
         "zero": build("qwen2", root / "zero", zero=True),
     }
 
@@ -139,11 +141,12 @@ def common(a, b):
     return n
 
 
-@pytest.mark.parametrize("family", ["qwen2", "llama"])
-@pytest.mark.parametrize("chunk,caching", [(32, True), (256, True), (32, False), (256, False)])
+MATRIX = [("qwen2", c, p) for c in (32, 256) for p in (True, False)]
+MATRIX += [("llama", 32, True), ("llama", 256, False), ("qwen3", 32, True)]
+
+
+@pytest.mark.parametrize("family,chunk,caching", MATRIX)
 def test_greedy_tokens_equal_hf_calyrex(models, tmp_path, family, chunk, caching):
-    if family == "llama" and (chunk, caching) in ((256, True), (32, False)):
-        pytest.skip("llama: one chunked+cached and one whole+uncached engine cover it")
     paths, plan = models[family], PLANS[family]
     tok = tokenizer(family)
     markers = span_markers(tok)
@@ -190,6 +193,8 @@ def test_cache_hit_scenarios_are_what_they_claim():
         ("llama", "before", "before"),
         ("llama", "after", "after"),
         ("llama", "inside", "inside"),
+        ("qwen3", "after", "after"),
+        ("qwen3", "inside", "inside"),
     ):
         tok = tokenizer(family)
         ids = encoded(family, name)["input_ids"][0].tolist()

