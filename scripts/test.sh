@@ -8,7 +8,8 @@ if [ "${1:-}" = "--vllm" ]; then
   shift
   bash scripts/setup_vllm.sh
   .venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/vllm "$@"
-  exec .venv-vllm/bin/python benchmarks/vllm_bench.py --out "${TMPDIR:-/tmp}/calyrex-vllm-bench.json"
+  exec .venv-vllm/bin/python benchmarks/vllm_bench.py --requests 2 --tokens 32 \
+    --out "${TMPDIR:-/tmp}/calyrex-vllm-bench.json"
 fi
 bash scripts/setup.sh
 .venv/bin/ruff check .

@@ -142,7 +142,7 @@ def common(a, b):
 
 
 MATRIX = [("qwen2", c, p) for c in (32, 256) for p in (True, False)]
-MATRIX += [("llama", 32, True), ("llama", 256, False), ("qwen3", 32, True)]
+MATRIX += [("llama", 32, True), ("qwen3", 32, True)]  # their layers: the same code as Qwen2's
 
 
 @pytest.mark.parametrize("family,chunk,caching", MATRIX)
