@@ -183,12 +183,17 @@ def vllm_section() -> str:
         f"{m['num_attention_heads']} heads of 64, {m['num_key_value_heads']} KV heads), CAL blocks "
         f"after layers {m['cal_layers']} with non-zero weights, fp32, `--enforce-eager`; every "
         f"request a {m['system_prompt_tokens']}-token system prompt shared by all and "
-        f"{r['tokens_per_request']} generated tokens (`ignore_eos`), the same httpx clients "
-        "streaming from each OpenAI server in turn."
+        f"{r['tokens_per_request']} generated tokens (`ignore_eos`), {r.get('requests_per_stream', 4)}"
+        " requests per stream, the same httpx clients streaming from each OpenAI server in turn, "
+        f"{r.get('rounds', 1)} round(s) of the three servers (the median round per point; all "
+        "rounds are in the file)."
     )
     kv_text = (
-        f" vLLM's KV-cache capacity in the same cache space: base ÷ CALYREX = **{kv:.3f}** (CAL "
-        "layers store K/V for every token at the padded head size)."
+        f" KV-cache bytes per token, CALYREX ÷ base: **{kv:.3f}** (vLLM's capacity in the same "
+        f"1 GiB: {res['vllm_base']['kv_cache_tokens']:,} vs "
+        f"{res['vllm_calyrex']['kv_cache_tokens']:,} tokens; CAL layers keep K/V for every token "
+        "at the padded head size). vLLM's CPU worker runs its OpenMP threads on one of the two "
+        "cores (it reserves the other for the server process); `calyrex serve` uses both."
         if kv
         else ""
     )

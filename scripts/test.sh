@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--vllm" ]; then
   shift
   bash scripts/setup_vllm.sh
-  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/vllm "$@"
+  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/vllm_lane "$@"
   exec .venv-vllm/bin/python benchmarks/vllm_bench.py --requests 2 --tokens 32 \
     --out "${TMPDIR:-/tmp}/calyrex-vllm-bench.json"
 fi

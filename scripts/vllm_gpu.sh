@@ -15,5 +15,5 @@ OUT=${OUT:-/tmp/calyrex-vllm-gpu}
 mkdir -p "$OUT"
 "$PY" -c "import torch, vllm; assert torch.cuda.is_available(); print('vLLM', vllm.__version__, torch.cuda.get_device_name())"
 export VLLM_USE_V2_MODEL_RUNNER=0
-"$PY" -m pytest -q -p no:cacheprovider tests/vllm 2>&1 | tee "$OUT/tests.log"
+"$PY" -m pytest -q -p no:cacheprovider tests/vllm_lane 2>&1 | tee "$OUT/tests.log"
 "$PY" benchmarks/vllm_bench.py --out "$OUT/vllm-bench.json" 2>&1 | tail -8 | tee "$OUT/bench.log"

@@ -1,6 +1,6 @@
 """``calyrex export-vllm`` and the plugin's pure parts, in the main lane (no vLLM installed).
 
-The plugin itself runs against vLLM in ``tests/vllm`` (``scripts/test.sh --vllm``).
+The plugin itself runs against vLLM in ``tests/vllm_lane`` (``scripts/test.sh --vllm``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-sys.path.insert(0, str(Path(__file__).parent / "vllm"))
+sys.path.insert(0, str(Path(__file__).parent / "vllm_lane"))
 from build import build, tokenizer  # noqa: E402
 
 from calyrex import encode_chat, wrap  # noqa: E402
