@@ -129,3 +129,38 @@ def test_export_vllm_command_line(exported, tmp_path, capsys):
     assert json.loads((out / "config.json").read_text())["calyrex"]["config"]["layers"] == [1, 2]
     assert main(["export-vllm", "--model", "no/such/dir", "--adapter", str(exported["adapter"]),
                  "--out", str(tmp_path / "x")]) == 2  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_key_bias_channel_equals_the_span_causal_mask(dtype):
+    """The vLLM block's trick, with a plain causal SDPA standing in for vLLM's attention: each
+    query weighs exactly the span keys ≤ itself, and rows that see none keep their input."""
+    from calyrex.mask import span_causal_mask
+    from calyrex.vllm.block import key_bias, padded_head_size, read_out
+
+    torch.manual_seed(0)
+    t, heads, kv_heads, dim = 12, 4, 2, 64
+    padded = padded_head_size(dim, on_cpu=True)
+    assert padded == 80 and padded_head_size(128, on_cpu=False) == 136
+    q, k, v = (torch.randn(t, n * dim, dtype=dtype) for n in (heads, kv_heads, kv_heads))
+    system = torch.zeros(t, dtype=torch.bool)
+    system[3:7] = True
+    qp, kp, vp = key_bias(q, k, v, system, dim, padded)
+
+    def heads_first(x, n, d):
+        return x.view(t, n, d).transpose(0, 1)[None].float()  # (1, n, T, d)
+
+    got = torch.nn.functional.scaled_dot_product_attention(
+        heads_first(qp, heads, padded), heads_first(kp, kv_heads, padded),
+        heads_first(vp, kv_heads, padded), is_causal=True, scale=dim**-0.5, enable_gqa=True,
+    )  # fmt: skip
+    out, keep = read_out(got[0].transpose(0, 1).reshape(t, heads * padded), dim, padded)
+    pos = torch.arange(t)[None]
+    visible = span_causal_mask(pos, pos, system[None])  # (1, T, T)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        heads_first(q, heads, dim), heads_first(k, kv_heads, dim), heads_first(v, kv_heads, dim),
+        attn_mask=(visible | ~visible.any(-1, keepdim=True))[:, None], enable_gqa=True,
+    )[0].transpose(0, 1).reshape(t, heads * dim)  # fmt: skip
+    assert keep[:, 0].tolist() == [i >= 3 for i in range(t)]
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out[3:], want[3:], atol=tol, rtol=tol)

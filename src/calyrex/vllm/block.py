@@ -75,25 +75,48 @@ class KeyBiasCAL(nn.Module):
             prefix=f"{prefix}.attn",
         )
 
-    def _pad(self, x: torch.Tensor, heads: int, extra: torch.Tensor) -> torch.Tensor:
-        """(T, heads·Dh) and the (T, heads) bias channel → (T, heads·P)."""
-        t = x.shape[0]
-        out = x.new_zeros(t, heads, self.padded)
-        out[..., : self.head_dim] = x.view(t, heads, self.head_dim)
-        out[..., self.head_dim] = extra
-        return out.view(t, heads * self.padded)
-
     def forward(self, h: torch.Tensor, system: torch.Tensor) -> torch.Tensor:
         """``h`` (T, D) residual stream after the host layer, ``system`` (T,) bool → (T, D)."""
-        t = h.shape[0]
         x = self.cal_attn_norm(h)  # (T, D)
-        span = system[:, None].to(x.dtype)  # (T, 1)
-        q = self._pad(self.cal_q_proj(x), self.heads, x.new_ones(t, self.heads))
-        k_bias = torch.where(system[:, None], 0.0, NEG).to(x.dtype).expand(t, self.kv_heads)
-        k = self._pad(self.cal_k_proj(x), self.kv_heads, k_bias)
-        v = self._pad(self.cal_v_proj(x), self.kv_heads, span.expand(t, self.kv_heads))
-        a = self.attn(q, k, v).view(t, self.heads, self.padded)  # (T, H, P)
-        keep = a[:, :1, self.head_dim] > 0.5  # (T, 1): the query sees a span key
-        out = a[..., : self.head_dim].reshape(t, self.heads * self.head_dim)  # (T, H·Dh)
+        q, k, v = key_bias(
+            self.cal_q_proj(x), self.cal_k_proj(x), self.cal_v_proj(x), system, self.head_dim,
+            self.padded,
+        )  # fmt: skip
+        out, keep = read_out(self.attn(q, k, v), self.head_dim, self.padded)
         h1 = torch.where(keep, h + self.cal_o_proj(out), h)
         return torch.where(keep, h1 + self.cal_ffn(h1), h1)
+
+
+def _pad(x: torch.Tensor, dim: int, padded: int, extra: torch.Tensor) -> torch.Tensor:
+    """(T, heads·Dh) and the (T, 1) channel value → (T, heads·P): [x, extra, 0…] per head."""
+    t = x.shape[0]
+    heads = x.shape[1] // dim
+    out = x.new_zeros(t, heads, padded)
+    out[..., :dim] = x.view(t, heads, dim)
+    out[..., dim] = extra
+    return out.view(t, heads * padded)
+
+
+def key_bias(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    system: torch.Tensor,
+    dim: int,
+    padded: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q (T, H·Dh), k / v (T, Hkv·Dh), ``system`` (T,) bool → the padded q', k', v' (module doc)."""
+    span = system[:, None].to(q.dtype)  # (T, 1)
+    bias = torch.where(system[:, None], 0.0, NEG).to(k.dtype)  # (T, 1)
+    return (
+        _pad(q, dim, padded, torch.ones_like(span)),
+        _pad(k, dim, padded, bias),
+        _pad(v, dim, padded, span),
+    )
+
+
+def read_out(a: torch.Tensor, dim: int, padded: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention output (T, H·P) → (T, H·Dh) and ``keep`` (T, 1): the query saw a span key."""
+    t = a.shape[0]
+    a = a.view(t, -1, padded)  # (T, H, P)
+    return a[..., :dim].reshape(t, -1), a[:, :1, dim] > 0.5
