@@ -40,8 +40,4 @@ if __name__ == "__main__":
                 for o in outs
             ]
         )
-    chats = [
-        llm.get_tokenizer() and llm.chat(c, params, use_tqdm=False)[0].prompt_token_ids
-        for c in spec.get("chats", [])
-    ]
-    json.dump({"phases": phases, "chat_prompt_ids": chats}, open(sys.argv[2], "w"))
+    json.dump({"phases": phases}, open(sys.argv[2], "w"))
