@@ -131,36 +131,46 @@ def test_export_vllm_command_line(exported, tmp_path, capsys):
                  "--out", str(tmp_path / "x")]) == 2  # fmt: skip
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_key_bias_channel_equals_the_span_causal_mask(dtype):
+@pytest.mark.parametrize("dtype,bias", [(torch.float32, False), (torch.float32, True),
+                                        (torch.bfloat16, False)])  # fmt: skip
+def test_key_bias_channel_equals_the_span_causal_mask(dtype, bias):
     """The vLLM block's trick, with a plain causal SDPA standing in for vLLM's attention: each
-    query weighs exactly the span keys ≤ itself, and rows that see none keep their input."""
+    query weighs exactly the span keys ≤ itself, and rows that see none are flagged to keep
+    their input. Fused, pre-padded projections ≡ the HF block's separate ones."""
     from calyrex.mask import span_causal_mask
-    from calyrex.vllm.block import key_bias, padded_head_size, read_out
+    from calyrex.vllm.block import fuse, key_bias_qkv, padded_head_size
 
     torch.manual_seed(0)
-    t, heads, kv_heads, dim = 12, 4, 2, 64
+    t, hidden, heads, kv_heads, dim = 12, 96, 4, 2, 64
     padded = padded_head_size(dim, on_cpu=True)
     assert padded == 80 and padded_head_size(128, on_cpu=False) == 136
-    q, k, v = (torch.randn(t, n * dim, dtype=dtype) for n in (heads, kv_heads, kv_heads))
+    proj = [torch.nn.Linear(hidden, n * dim, bias=bias) for n in (heads, kv_heads, kv_heads)]
+    o = torch.nn.Linear(heads * dim, hidden, bias=False)
+    for layer in (*proj, o):
+        layer.to(dtype)
+    x = torch.randn(t, hidden, dtype=dtype)
     system = torch.zeros(t, dtype=torch.bool)
     system[3:7] = True
-    qp, kp, vp = key_bias(q, k, v, system, dim, padded)
+    f = fuse(*proj, o, dim, padded)
+    qp, kp, vp = key_bias_qkv(f, x, system)
 
-    def heads_first(x, n, d):
-        return x.view(t, n, d).transpose(0, 1)[None].float()  # (1, n, T, d)
+    def heads_first(y, n, d):
+        return y.reshape(t, n, d).transpose(0, 1)[None].float()  # (1, n, T, d)
 
-    got = torch.nn.functional.scaled_dot_product_attention(
+    a = torch.nn.functional.scaled_dot_product_attention(
         heads_first(qp, heads, padded), heads_first(kp, kv_heads, padded),
         heads_first(vp, kv_heads, padded), is_causal=True, scale=dim**-0.5, enable_gqa=True,
-    )  # fmt: skip
-    out, keep = read_out(got[0].transpose(0, 1).reshape(t, heads * padded), dim, padded)
+    )[0].transpose(0, 1).reshape(t, heads * padded)  # fmt: skip
+    keep = a[:, dim] > 0.5
+    got = torch.nn.functional.linear(a, f.o_weight.float())
+    q, k, v = (p(x) for p in proj)
     pos = torch.arange(t)[None]
     visible = span_causal_mask(pos, pos, system[None])  # (1, T, T)
-    want = torch.nn.functional.scaled_dot_product_attention(
+    ref = torch.nn.functional.scaled_dot_product_attention(
         heads_first(q, heads, dim), heads_first(k, kv_heads, dim), heads_first(v, kv_heads, dim),
         attn_mask=(visible | ~visible.any(-1, keepdim=True))[:, None], enable_gqa=True,
     )[0].transpose(0, 1).reshape(t, heads * dim)  # fmt: skip
-    assert keep[:, 0].tolist() == [i >= 3 for i in range(t)]
-    tol = 1e-5 if dtype == torch.float32 else 2e-2
-    torch.testing.assert_close(out[3:], want[3:], atol=tol, rtol=tol)
+    want = o.float()(ref)
+    assert keep.tolist() == [i >= 3 for i in range(t)]
+    tol = 1e-5 if dtype == torch.float32 else 3e-2
+    torch.testing.assert_close(got[3:], want[3:], atol=tol, rtol=tol)

@@ -20,9 +20,11 @@ Legend: T scheduled tokens, D hidden, H/Hkv heads, Dh head dim, P padded head di
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..block import RMSNorm, SwiGLU
@@ -75,48 +77,84 @@ class KeyBiasCAL(nn.Module):
             prefix=f"{prefix}.attn",
         )
 
-    def forward(self, h: torch.Tensor, system: torch.Tensor) -> torch.Tensor:
-        """``h`` (T, D) residual stream after the host layer, ``system`` (T,) bool → (T, D)."""
-        x = self.cal_attn_norm(h)  # (T, D)
-        q, k, v = key_bias(
-            self.cal_q_proj(x), self.cal_k_proj(x), self.cal_v_proj(x), system, self.head_dim,
+        self.fused: Fused | None = None  # built from the loaded weights (:meth:`fuse`)
+
+    def fuse(self) -> None:
+        """Pre-pad W_Q/W_K/W_V into one matrix and W_O with zero columns (after weight loading)."""
+        self.fused = fuse(
+            self.cal_q_proj, self.cal_k_proj, self.cal_v_proj, self.cal_o_proj, self.head_dim,
             self.padded,
         )  # fmt: skip
-        out, keep = read_out(self.attn(q, k, v), self.head_dim, self.padded)
-        h1 = torch.where(keep, h + self.cal_o_proj(out), h)
+
+    def forward(self, h: torch.Tensor, system: torch.Tensor) -> torch.Tensor:
+        """``h`` (T, D) residual stream after the host layer, ``system`` (T,) bool → (T, D)."""
+        if self.fused is None:
+            self.fuse()
+        f = self.fused
+        q, k, v = key_bias_qkv(f, self.cal_attn_norm(h), system)
+        a = self.attn(q, k, v)  # (T, H·P)
+        keep = a[:, self.head_dim : self.head_dim + 1] > 0.5  # (T, 1): the query saw a span key
+        h1 = torch.where(keep, h + F.linear(a, f.o_weight), h)
         return torch.where(keep, h1 + self.cal_ffn(h1), h1)
 
 
-def _pad(x: torch.Tensor, dim: int, padded: int, extra: torch.Tensor) -> torch.Tensor:
-    """(T, heads·Dh) and the (T, 1) channel value → (T, heads·P): [x, extra, 0…] per head."""
-    t = x.shape[0]
-    heads = x.shape[1] // dim
-    out = x.new_zeros(t, heads, padded)
-    out[..., :dim] = x.view(t, heads, dim)
-    out[..., dim] = extra
-    return out.view(t, heads * padded)
+@dataclass
+class Fused:
+    """One projection to the padded q', k', v' and W_O reading the padded heads."""
+
+    weight: torch.Tensor  # (H·P + 2·Hkv·P, D), zero rows at the padding
+    bias: torch.Tensor  # (H·P + 2·Hkv·P,): 1 on each q head's channel Dh, the layer's biases
+    on_span: torch.Tensor  # added on span tokens: 1 on each v head's channel Dh
+    off_span: torch.Tensor  # added elsewhere: NEG on each k head's channel Dh
+    o_weight: torch.Tensor  # (D, H·P), zero columns at the padding
+    sizes: tuple[int, int, int]  # H·P, Hkv·P, Hkv·P
 
 
-def key_bias(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    system: torch.Tensor,
-    dim: int,
-    padded: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """q (T, H·Dh), k / v (T, Hkv·Dh), ``system`` (T,) bool → the padded q', k', v' (module doc)."""
-    span = system[:, None].to(q.dtype)  # (T, 1)
-    bias = torch.where(system[:, None], 0.0, NEG).to(k.dtype)  # (T, 1)
-    return (
-        _pad(q, dim, padded, torch.ones_like(span)),
-        _pad(k, dim, padded, bias),
-        _pad(v, dim, padded, span),
+def _pad_rows(w: torch.Tensor, dim: int, padded: int) -> torch.Tensor:
+    """(heads·Dh, …) → (heads·P, …) with zeros in each head's rows Dh … P-1."""
+    heads = w.shape[0] // dim
+    out = w.new_zeros(heads, padded, *w.shape[1:])
+    out[:, :dim] = w.view(heads, dim, *w.shape[1:])
+    return out.view(heads * padded, *w.shape[1:])
+
+
+def _channel(heads: int, dim: int, padded: int, value: float, like: torch.Tensor) -> torch.Tensor:
+    """(heads·P,) vector: ``value`` at each head's channel Dh, 0 elsewhere."""
+    out = like.new_zeros(heads, padded)
+    out[:, dim] = value
+    return out.view(-1)
+
+
+@torch.no_grad()
+def fuse(q: nn.Linear, k: nn.Linear, v: nn.Linear, o: nn.Linear, dim: int, padded: int) -> Fused:
+    """The :class:`Fused` form of a CAL block's attention projections (module doc's q', k', v')."""
+    w = q.weight
+    heads, kv_heads = q.weight.shape[0] // dim, k.weight.shape[0] // dim
+
+    def bias(layer: nn.Linear) -> torch.Tensor:
+        b = layer.bias if layer.bias is not None else w.new_zeros(layer.weight.shape[0])
+        return _pad_rows(b, dim, padded)
+
+    zeros = _channel(kv_heads, dim, padded, 0.0, w)
+    return Fused(
+        weight=torch.cat([_pad_rows(x.weight, dim, padded) for x in (q, k, v)]),
+        bias=torch.cat([bias(q) + _channel(heads, dim, padded, 1.0, w), bias(k), bias(v)]),
+        on_span=torch.cat(
+            [_channel(heads, dim, padded, 0.0, w), zeros, _channel(kv_heads, dim, padded, 1.0, w)]
+        ),  # fmt: skip
+        off_span=torch.cat(
+            [_channel(heads, dim, padded, 0.0, w), _channel(kv_heads, dim, padded, NEG, w), zeros]
+        ),  # fmt: skip
+        o_weight=_pad_rows(o.weight.t().contiguous(), dim, padded).t().contiguous(),
+        sizes=(heads * padded, kv_heads * padded, kv_heads * padded),
     )
 
 
-def read_out(a: torch.Tensor, dim: int, padded: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention output (T, H·P) → (T, H·Dh) and ``keep`` (T, 1): the query saw a span key."""
-    t = a.shape[0]
-    a = a.view(t, -1, padded)  # (T, H, P)
-    return a[..., :dim].reshape(t, -1), a[:, :1, dim] > 0.5
+def key_bias_qkv(
+    f: Fused, x: torch.Tensor, system: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``x`` (T, D) normed, ``system`` (T,) bool → q' (T, H·P), k' and v' (T, Hkv·P)."""
+    qkv = F.linear(x, f.weight, f.bias)  # one matmul for the three
+    qkv = qkv + torch.where(system[:, None], f.on_span, f.off_span)
+    q, k, v = qkv.split(f.sizes, dim=-1)
+    return q, k, v
