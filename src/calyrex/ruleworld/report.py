@@ -44,6 +44,17 @@ NOTE = (
 )
 
 
+def run_line(entry: dict, name: str) -> str:
+    """A recorded run's command, wall time, CPU time and machine load, for the README."""
+    load, cpu = entry.get("load_average"), entry.get("cpu_seconds")
+    busy = f", load average {load[0]:.1f} → {load[1]:.1f}" if load else ""
+    used = f" ({cpu / 60:.1f} CPU-min)" if cpu else ""
+    return (
+        f"**`{entry['command']}`** — {entry['seconds'] / 60:.1f} min wall{used}, "
+        f"{entry['cpus']} CPU threads{busy} (`docs/ruleworld/{name}`)."
+    )
+
+
 def rows(methods: dict[str, dict]) -> list[tuple[str, str]]:
     """(metric, label) of the :data:`TABLE` rows these results have."""
     first = next(iter(methods.values()))
