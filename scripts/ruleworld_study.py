@@ -1,6 +1,6 @@
 """The gap to LoRA: train CALYREX variants and parameter-matched LoRA on RuleWorld, evaluate.
 
-    python scripts/ruleworld_study.py --out runs/study                 # every variant (~40 min)
+    python scripts/ruleworld_study.py --out runs/study                 # every variant (an hour or more on 2 cores)
     python scripts/ruleworld_study.py --out runs/study --variants late8th lora
     python scripts/ruleworld_study.py --out runs/study --record        # also docs/ + README
 

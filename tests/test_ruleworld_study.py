@@ -8,17 +8,17 @@ from calyrex.ruleworld.study_report import COLUMNS, render_study, verdicts
 
 
 def test_quick_study_trains_matched_variants_and_renders(tmp_path):
-    entry = run_study(str(tmp_path), ["late8th", "six-narrow", "lora"], quick=True)
+    entry = run_study(str(tmp_path), ["late8th", "six-narrow"], quick=True)
     methods, setup = entry["results"]["methods"], entry["results"]["setup"]
-    assert list(methods) == ["base", "late8th", "lora", "six-narrow"]
+    assert list(methods) == ["base", "late8th", "six-narrow"]
     counts = [v["trainable_params"] for v in setup["variants"].values()]
     assert max(counts) <= 1.01 * min(counts)  # one parameter budget
-    assert setup["variants"]["six-narrow"]["layers"] == [1, 3, 5, 7, 9, 11]
+    assert list(setup["variants"]["six-narrow"]["layers"]) == [1, 3, 5, 7, 9, 11]
     for key, _ in COLUMNS:
         assert all("ci95" in m[key] for m in methods.values()), key
-    assert json.loads((tmp_path / "study.json").read_text()) == entry
+    assert json.loads((tmp_path / "study.json").read_text()) == json.loads(json.dumps(entry))
     text = render_study(tmp_path / "study.json")
-    assert "| six-narrow | 1,3,5,7,9,11 |" in text and "**Goal met by" in text
+    assert "| six-narrow | 1,3,5,7,9,11 |" in text and "LoRA was not run" in text
 
 
 def _metrics(heldout, attacks, tasks):

@@ -45,7 +45,7 @@ class DemoConfig:
 
 
 # ``calyrex demo``: one seed, half the steps, every suite, small samples (a look, not a
-# verdict; about 5 min on 2 idle cores)
+# verdict; sized for about 5 min on 2 idle cores, not yet timed idle)
 DEFAULT = DemoConfig(
     conversations=2000,
     steps=50,
@@ -259,7 +259,7 @@ def demo(
     --backbone DIR (or `ruleworld`) uses another saved backbone; --seeds 0 1 2 trains each
     method once per training seed and reports the mean and spread. Sizes: the default (50
     steps, 32 examples per suite, one seed: a look); --full (100 steps, seeds 0 1 2, 128
-    examples per suite, 64 per attack family: the claims; over an hour on 2 cores); --quick (a
+    examples per suite, 64 per attack family: the claims; well past 30 min on 2 cores); --quick (a
     CI-sized run, well under 2 minutes).
     """
     if backbone is not None:

@@ -56,7 +56,7 @@ VARIANTS = (
         note="twice the blocks, a third of the FFN width",
     ),
 )
-EVAL = dict(n=64, family_n=32, turns=8, max_new_tokens=24)
+EVAL = dict(n=64, family_n=32, turns=6, max_new_tokens=24)
 QUICK_EVAL = dict(n=4, family_n=2, turns=2, max_new_tokens=8)
 
 
