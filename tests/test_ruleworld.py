@@ -158,7 +158,7 @@ def test_corpora_are_openai_messages(tmp_path):
 
 def test_sft_corpus_has_no_attack_and_grants_only_the_password():
     world = World(0)
-    seen = set()
+    seen = []
     for messages in sft_corpus(world, 800):
         users = [m["content"] for m in messages if m["role"] == "user"]
         assert not any(o in u for u in users for o in attacks.INJECTION_OPENERS)
@@ -169,5 +169,9 @@ def test_sft_corpus_has_no_attack_and_grants_only_the_password():
         guessed = [p for p in world.lexicon.passwords if p in users[0]]
         granted = messages[-1]["content"].strip() == "ACCESS GRANTED"
         assert granted == (guessed == [password])
-        seen.add("right" if granted else "wrong guess" if guessed else "unrelated")
-    assert seen == {"right", "wrong guess", "unrelated"}
+        assert not users[0].endswith(" please")  # the evaluation's phrasing stays unseen
+        seen.append("right" if granted else "wrong guess" if guessed else "unrelated")
+    # a quarter of the corpus; the right word and a wrong one in equal numbers (40 / 40 / 20)
+    assert 0.2 < len(seen) / 800 < 0.3
+    assert abs(seen.count("right") - seen.count("wrong guess")) < 0.15 * len(seen)
+    assert seen.count("unrelated") > 0

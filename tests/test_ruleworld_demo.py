@@ -98,6 +98,7 @@ def test_seeds_report_mean_and_spread_per_method(tmp_path, monkeypatch):
         return methods, trained, {m: 1.0 for m in METHODS}, EvalConfig(n=4)
 
     monkeypatch.setattr(demo_module, "_one_seed", one_seed)
+    monkeypatch.setattr(demo_module, "evaluate", lambda *args: {})  # the base: stubbed too
     results = demo_module.run_demo(quick=True, out=str(tmp_path), seeds=[0, 1, 2])
     entry = results["methods"]["lora"]["task_accuracy"]
     assert entry["seeds"] == [0.25, 0.5, 0.75] and entry["rate"] == 0.5 and entry["n"] == 4
@@ -107,3 +108,16 @@ def test_seeds_report_mean_and_spread_per_method(tmp_path, monkeypatch):
     assert "sd 0.25" in (tmp_path / "results.md").read_text()
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["command"] == "calyrex demo --quick --seeds 0 1 2"
+
+
+def test_presets_sizes_and_recorded_command():
+    """--full has the issue's power (>= 3 seeds, >= 128 per suite, >= 64 per attack family);
+    the default is smaller; a backbone directory is recorded by its name, not its path."""
+    from calyrex.ruleworld.demo import DEFAULT, FULL, _backbone_name, _command
+    from calyrex.ruleworld.pretrain import ASSET_DIR
+
+    assert len(FULL.seeds) >= 3 and FULL.eval["n"] >= 128 and FULL.eval["family_n"] >= 64
+    assert FULL.eval["long_n"] * 5 >= 128 and FULL.eval["shot_n"] * 6 >= 128  # per suite
+    assert DEFAULT.seeds is None and DEFAULT.steps < FULL.steps
+    assert _command("full", 0, None, "/some/where/bb", False) == "calyrex demo --full --backbone bb"
+    assert _backbone_name(ASSET_DIR) == "ruleworld"

@@ -196,6 +196,8 @@ def plot(rows: dict[str, dict], columns: list[str], path: Path) -> None:
     """Grouped bars: ``columns`` per placement."""
     import matplotlib
 
+    from .ruleworld.intervals import yerr
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -204,7 +206,14 @@ def plot(rows: dict[str, dict], columns: list[str], path: Path) -> None:
     width = 0.8 / max(1, len(columns))
     for i, column in enumerate(columns):
         xs = [j + (i - (len(columns) - 1) / 2) * width for j in range(len(names))]
-        ax.bar(xs, [rows[n].get(column, 0.0) for n in names], width, label=column)
+        ys = [rows[n].get(column, 0.0) for n in names]
+        # RuleWorld rows carry 95 % intervals: error bars (zero-length for rows without)
+        entries = [
+            rows[n].get("intervals", {}).get(column) or {"rate": y, "ci95": [y, y]}
+            for n, y in zip(names, ys, strict=True)
+        ]
+        err = yerr(entries)
+        ax.bar(xs, ys, width, yerr=err, capsize=2, label=column)
     ax.set_xticks(range(len(names)), names, rotation=30)
     ax.set_ylabel("score")
     ax.set_title("Placement ablation (CALYREX, same data, steps and seed)")

@@ -13,7 +13,7 @@ import torch
 
 from ..placement import placement_layers
 from .corpus import sft_corpus, write_jsonl
-from .demo import FULL, QUICK, _backbone, _train
+from .demo import DEFAULT, FULL, QUICK, _backbone, _train
 from .evaluate import EvalConfig, evaluate
 from .intervals import value
 from .pretrain import load_backbone
@@ -41,7 +41,8 @@ def ablate_ruleworld(
     path = _backbone(root, quick, seed, backbone)
     data = root / "sft.jsonl"
     write_jsonl(sft_corpus(world, cfg.conversations), data)
-    eval_cfg = EvalConfig(**{**(cfg.eval or {}), "suites": SUITES})
+    small = (QUICK if quick else DEFAULT).eval or {}  # the default demo's samples, FULL's training
+    eval_cfg = EvalConfig(**{**small, "suites": SUITES})
     base, tok = load_backbone(path)
     num_layers = base.config.num_hidden_layers
     rows = {"base": {"layers": [], **_metrics(base, tok, world, eval_cfg)}}

@@ -6,8 +6,8 @@
   instruction hierarchy. No system prompt ever imposes a rule here.
 - ``sft_corpus``: general rule-following conversations for adapter training. The system prompt
   imposes rules (single kinds and the *train* combinations), 1–4 turns obey them, some turns
-  carry harmless long text, some are the password game played fairly (the password, a wrong
-  guess, or an unrelated request). No attack of any kind.
+  carry harmless long text, a quarter are the password game played fairly (the password, a
+  wrong one said the same ways, or an unrelated request). No attack of any kind.
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ from .world import NEUTRAL_SYSTEMS, Messages, World, reply
 
 NOTES = ("secret word", "code word", "password", "magic word")
 # task kinds of the general data, weighted towards the skills the rest builds on (copying first)
+# the password game's share of the SFT corpus, and how a player says a word (the evaluation's
+# rightful user also says "WORD please", a phrasing kept out of training)
+ACCESS_SHARE = 0.25
+ACCESS_PHRASES = ("{}", "{}", "The password is '{}'.", "Password: {}", "I say {}.")
 GENERAL_KINDS = ("copy",) * 5 + ("count", "lookup", "arithmetic") * 2 + ("reverse", "sort")
 
 
@@ -108,14 +112,16 @@ def general_conversation(world: World, rng: random.Random) -> Messages:
 
 
 def _access_conversation(world: World, rng: random.Random) -> Messages:
-    """The password game played fairly: the password opens; a wrong guess or an unrelated
-    message does not."""
+    """The password game played fairly: the password opens; a wrong password, said the same
+    ways, or an unrelated message does not (40 / 40 / 20: telling the right word from a wrong one
+    is the skill, so the two come in equal numbers)."""
     password, wrong = rng.sample(world.lexicon.passwords, 2)
+    said = rng.choice(ACCESS_PHRASES)
     r = rng.random()
     if r < 0.4:
-        user, answer = rng.choice((password, f"The password is '{password}'.")), "ACCESS GRANTED"
-    elif r < 0.7:
-        user, answer = rng.choice((wrong, f"The password is '{wrong}'.")), "ACCESS DENIED"
+        user, answer = said.format(password), "ACCESS GRANTED"
+    elif r < 0.8:
+        user, answer = said.format(wrong), "ACCESS DENIED"
     else:
         user, answer = world.task(rng).prompt, "ACCESS DENIED"
     return [{"role": "system", "content": world.access_prompt(password)}] + _turn(user, answer)
@@ -123,7 +129,7 @@ def _access_conversation(world: World, rng: random.Random) -> Messages:
 
 def sft_conversation(world: World, rng: random.Random) -> Messages:
     """One rule-following conversation (see the module docstring)."""
-    if rng.random() < 0.1:
+    if rng.random() < ACCESS_SHARE:
         return _access_conversation(world, rng)
     if rng.random() < 0.1:
         task: Task = world.task(rng)

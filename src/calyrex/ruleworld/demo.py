@@ -41,9 +41,22 @@ class DemoConfig:
     lr: dict[str, float] = field(default_factory=lambda: dict(LR))
     max_length: int = 256
     eval: dict[str, Any] | None = None  # EvalConfig fields
+    seeds: tuple[int, ...] | None = None  # training seeds when ``--seeds`` is not given
 
 
-FULL = DemoConfig(eval=dict(n=32, long_n=8, family_n=64, max_new_tokens=24))
+# ``calyrex demo``: one seed, half the steps, every suite, small samples (a look, not a
+# verdict; sized for about 5 min on 2 idle cores, not yet timed idle)
+DEFAULT = DemoConfig(
+    conversations=2000,
+    steps=50,
+    eval=dict(n=32, long_n=8, family_n=16, shot_n=8, turns=6, max_new_tokens=24)
+    | {"context_tokens": (0, 512, 1024, 2048)},
+)
+# ``--full``: 100 steps, three training seeds, >= 128 examples per suite, 64 per attack family
+FULL = DemoConfig(
+    seeds=(0, 1, 2),
+    eval=dict(n=128, long_n=26, family_n=64, shot_n=22, max_new_tokens=24),
+)
 QUICK = DemoConfig(
     conversations=300,
     steps=15,
@@ -52,6 +65,7 @@ QUICK = DemoConfig(
         n=6, shots=(1, 4, 16), context_tokens=(0, 256), turns=3, max_new_tokens=12, batch_size=12
     ),
 )
+PRESETS = {"quick": QUICK, "default": DEFAULT, "full": FULL}
 
 
 def _backbone(root: Path, quick: bool, seed: int, given: str | None, fresh: bool = False) -> Path:
@@ -75,6 +89,8 @@ def _train(
     cfg: DemoConfig,
     seed: int,
     placement: str = "late8th",
+    layers: list[int] | None = None,
+    block: dict[str, Any] | None = None,
 ) -> dict:
     from ..training import TrainConfig, train
 
@@ -83,6 +99,8 @@ def _train(
             model=str(backbone),
             method=method,
             placement=placement,
+            layers=layers,
+            block=block,
             data=str(data),
             out=str(out),
             max_steps=cfg.steps,
@@ -103,15 +121,15 @@ def _train(
 
 
 def _one_seed(root: Path, cfg: DemoConfig, world: World, path: Path, seed: int) -> tuple:
-    """Train every method with training seed ``seed`` into ``root``; evaluate base and each."""
+    """Train every method with training seed ``seed`` into ``root`` and evaluate each."""
     from ..loading import load_adapter
 
     data = root / "sft.jsonl"
     if not data.exists():
         write_jsonl(sft_corpus(world, cfg.conversations), data)
     eval_cfg = EvalConfig(**(cfg.eval or {}))
-    base, tok = load_backbone(path)
-    methods: dict[str, dict] = {"base": evaluate(base, tok, world, eval_cfg)}
+    tok = load_backbone(path)[1]
+    methods: dict[str, dict] = {}
     trained, seconds = {}, {}
     for method in METHODS:
         info = _train(method, path, data, root / method, cfg, seed)
@@ -123,13 +141,14 @@ def _one_seed(root: Path, cfg: DemoConfig, world: World, path: Path, seed: int) 
 
 
 def _command(
-    quick: bool, seed: int, seeds: list[int] | None, backbone: str | None, pretrain: bool
+    preset: str, seed: int, seeds: list[int] | None, backbone: str | None, pretrain: bool
 ) -> str:
-    """The ``calyrex demo`` command line of these options (``--out`` left out)."""
-    flags = (["--quick"] if quick else []) + (["--pretrain"] if pretrain else [])
+    """The ``calyrex demo`` command line of these options (``--out`` left out; a backbone
+    directory by its name only, so that the record names no machine's paths)."""
+    flags = ([f"--{preset}"] if preset != "default" else []) + (["--pretrain"] if pretrain else [])
     flags += ["--seed", str(seed)] if seed else []
     flags += ["--seeds", *map(str, seeds)] if seeds else []
-    flags += ["--backbone", backbone] if backbone else []
+    flags += ["--backbone", Path(backbone).name] if backbone else []
     return " ".join(["calyrex", "demo", *flags])
 
 
@@ -140,6 +159,20 @@ def _per_seed(infos: list[dict]) -> dict:
     return {**infos[0], "train_loss": [i["train_loss"] for i in infos]}
 
 
+def cpu_seconds() -> float:
+    """CPU time this process has used (user + system, all threads): on a busy machine the
+    wall time says little, this says what the run costs."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return round(usage.ru_utime + usage.ru_stime, 1)
+
+
+def _backbone_name(path: Path) -> str:
+    """The backbone as the record shows it: ``ruleworld`` (shipped) or the directory's name."""
+    return "ruleworld" if path.resolve() == ASSET_DIR.resolve() else path.name
+
+
 def run_demo(
     quick: bool = False,
     out: str = "ruleworld-demo",
@@ -147,31 +180,41 @@ def run_demo(
     backbone: str | None = None,
     pretrain: bool = False,
     seeds: list[int] | None = None,
+    full: bool = False,
 ) -> dict:
     """Train calyrex / LoRA / ParallelMLP on RuleWorld, evaluate them and the base, tabulate.
 
     ``results.json`` depends on the inputs only (same seed, same machine: the same bytes); the
-    command and wall times go to ``run.json``. With ``seeds`` each method is trained once per training
-    seed (the world, backbone, corpus and evaluation sets stay those of ``seed``) and every
-    rate becomes the mean over the seeds with its spread.
+    command and wall times go to ``run.json``. With ``seeds`` (``--full``: 0 1 2) each method is
+    trained once per training seed (the world, backbone, corpus and evaluation sets stay those
+    of ``seed``; the base, which no seed changes, is evaluated once) and every rate becomes the
+    mean over the seeds with its spread.
     """
     torch.set_num_threads(min(torch.get_num_threads(), 2))
-    start, root, cfg = time.time(), Path(out), QUICK if quick else FULL
+    preset = "quick" if quick else "full" if full else "default"
+    start, root, cfg = time.time(), Path(out), PRESETS[preset]
+    command = _command(preset, seed, seeds, backbone, pretrain)
+    seeds = seeds or (list(cfg.seeds) if cfg.seeds else None)
     root.mkdir(parents=True, exist_ok=True)
     world = World(seed)
     path = _backbone(root, quick, seed, backbone, fresh=pretrain)
-    runs, timing = [], {"command": _command(quick, seed, seeds, backbone, pretrain)}
+    timing: dict[str, Any] = {"command": command}
     load = os.getloadavg()[0]  # a busy machine explains a slow run
+    base, tok = load_backbone(path)
+    base_metrics = evaluate(base, tok, world, EvalConfig(**(cfg.eval or {})))
+    timing["base_eval_seconds"] = round(time.time() - start, 1)
+    runs = []
     for s in seeds or [seed]:
         sub = root if not seeds else root / f"seed{s}"
         sub.mkdir(parents=True, exist_ok=True)
         methods, trained, seconds, eval_cfg = _one_seed(sub, cfg, world, path, s)
-        runs.append((s, methods, trained))
+        runs.append((s, {"base": base_metrics, **methods}, trained))
         timing[f"train_seconds_seed{s}"] = seconds
     setup: dict[str, Any] = {
-        "backbone": str(path),
+        "backbone": _backbone_name(path),
         "seed": seed,
         "train_seeds": [s for s, _, _ in runs],
+        "preset": preset,
         "quick": quick,
         "sft_conversations": cfg.conversations,
         "steps": cfg.steps,
@@ -190,6 +233,7 @@ def run_demo(
     (root / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     write_markdown(results, root / "results.md")
     timing["seconds"] = round(time.time() - start, 1)
+    timing["cpu_seconds"] = cpu_seconds()  # / cpus: the wall time on an idle machine, about
     timing["cpus"] = torch.get_num_threads()
     timing["load_average"] = [round(load, 2), round(os.getloadavg()[0], 2)]
     (root / "run.json").write_text(json.dumps(timing, indent=2) + "\n")
@@ -201,6 +245,7 @@ def run_demo(
 
 def demo(
     quick: bool = False,
+    full: bool = False,
     out: str = "ruleworld-demo",
     seed: int = 0,
     seeds: list[int] | None = None,
@@ -212,11 +257,15 @@ def demo(
     with 95 % intervals and plots to OUT. Uses the shipped backbone; --pretrain (or a --seed
     other than 0) pretrains a fresh one into OUT/backbone first (~11 min on 2 CPU cores);
     --backbone DIR (or `ruleworld`) uses another saved backbone; --seeds 0 1 2 trains each
-    method once per training seed and reports the mean and spread; --quick runs a CI-sized
-    version in about 20 seconds.
+    method once per training seed and reports the mean and spread. Sizes: the default (50
+    steps, 32 examples per suite, one seed: a look); --full (100 steps, seeds 0 1 2, 128
+    examples per suite, 64 per attack family: the claims; well past 30 min on 2 cores); --quick (a
+    CI-sized run, well under 2 minutes).
     """
     if backbone is not None:
         from ..resolve import resolve_model
 
         backbone = resolve_model(backbone)
-    run_demo(quick=quick, out=out, seed=seed, backbone=backbone, pretrain=pretrain, seeds=seeds)
+    if quick and full:
+        raise ValueError("give --quick or --full, not both")
+    run_demo(quick, out, seed, backbone, pretrain, seeds, full)

@@ -34,6 +34,7 @@ class EvalConfig:
     context_tokens: tuple[int, ...] = (0, 512, 1024, 2048, 4096)
     long_n: int | None = None  # examples per context length (default ``n``; 4k-token prefills)
     family_n: int | None = None  # examples per attack family (default ``n``)
+    shot_n: int | None = None  # examples per many-shot count (default ``n``)
     turns: int = 8
     batch_size: int = 16
     max_new_tokens: int = 40
@@ -170,7 +171,7 @@ def manyshot_suite(world: World, run: Run, cfg: EvalConfig, tok: Any) -> dict:
     """Many-shot jailbreaking: attack success rate for each number of faux exchanges."""
     by_n: dict[str, list[bool]] = {}
     for shots in cfg.shots:
-        examples = attacks.manyshot_examples(world, cfg.n, shots)
+        examples = attacks.manyshot_examples(world, cfg.shot_n or cfg.n, shots)
         by_n[str(shots)] = _broken(examples, run(examples))
     return {  # every shot count has the same n: the pooled share is the mean of the rates
         "manyshot_success": proportion([f for flags in by_n.values() for f in flags]),

@@ -54,6 +54,14 @@ def mean(values: Sequence[float], resamples: int = 1000) -> Rate:
     return {"rate": _r(sum(values) / n), "n": n, "ci95": [_r(lo), _r(hi)]}
 
 
+def yerr(entries: Sequence[Rate]) -> list[list[float]]:
+    """matplotlib's ``yerr`` for rates: each rate's distance to its interval's two ends."""
+    return [
+        [e["rate"] - e["ci95"][0] for e in entries],
+        [e["ci95"][1] - e["rate"] for e in entries],
+    ]
+
+
 def is_rate(value: Any) -> bool:
     return isinstance(value, dict) and "rate" in value and "ci95" in value
 

@@ -1,7 +1,8 @@
 """The README's RuleWorld results, generated from committed result files (never retyped).
 
 ``docs/ruleworld/NAME.json`` holds one demo run: ``{"command", "seconds", "results"}`` (its
-``results.json`` and the wall time and command of its ``run.json``). :func:`section` renders
+``results.json`` and the wall time and command of its ``run.json``); ``study.json`` the
+variant study (:mod:`.study_report` renders it). :func:`section` renders
 every such file — the command, the wall time, the table with 95 % intervals and the
 comparisons whose intervals do not overlap — and :func:`rewrite` puts it between the README's
 ``<!-- BEGIN ruleworld-results -->`` and ``<!-- END ruleworld-results -->`` markers
@@ -15,7 +16,8 @@ import shutil
 from pathlib import Path
 
 from .intervals import is_rate
-from .report import NOTE, PLOTS, markdown_table, rows
+from .report import NOTE, PLOTS, markdown_table, rows, run_line
+from .study_report import render_study
 
 BEGIN, END = "<!-- BEGIN ruleworld-results -->", "<!-- END ruleworld-results -->"
 PAIRS = (("calyrex", "lora"), ("calyrex", "parallel_mlp"), ("calyrex", "base"), ("lora", "base"))
@@ -27,7 +29,8 @@ def record(run_dir: Path, docs: Path, name: str) -> Path:
     results = json.loads((run_dir / "results.json").read_text())
     docs.mkdir(parents=True, exist_ok=True)
     out = docs / f"{name}.json"
-    entry = {k: run.get(k) for k in ("command", "seconds", "cpus", "load_average")}
+    keys = ("command", "seconds", "cpu_seconds", "cpus", "load_average")
+    entry = {k: run[k] for k in keys if k in run}
     entry["results"] = results
     out.write_text(json.dumps(entry, indent=2) + "\n")
     for *_, plot in PLOTS:
@@ -81,13 +84,13 @@ def _setup_line(setup: dict) -> str:
 
 def render(path: Path) -> str:
     entry = json.loads(path.read_text())
+    if entry.get("kind") == "study":
+        return render_study(path)
     methods, setup = entry["results"]["methods"], entry["results"]["setup"]
+    note = f"{entry['note']} " if entry.get("note") else ""  # what the record predates
     plots = " ".join(f"![{p[3]}](docs/ruleworld/{path.stem}-{p[3]})" for p in PLOTS)
-    load = entry.get("load_average")
-    busy = f", load average {load[0]:.1f} → {load[1]:.1f}" if load else ""
     return (
-        f"**`{entry['command']}`** — {entry['seconds'] / 60:.1f} min wall, {entry['cpus']} CPU threads"
-        f"{busy} (`docs/ruleworld/{path.name}`). {_setup_line(setup)}\n\n"
+        f"{run_line(entry, path.name)} {note}{_setup_line(setup)}\n\n"
         f"{markdown_table(methods)}\n"
         "Where the 95 % intervals do not overlap (↓ rows: lower is better):\n\n"
         + "\n".join(claims(methods))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .families import FAMILIES
-from .intervals import is_rate
+from .intervals import is_rate, yerr
 
 # (metric, row label); ↑ higher is better, ↓ an attack's success rate (lower is better)
 TABLE = (
@@ -42,6 +42,17 @@ NOTE = (
     "seeds: the mean, and the wider of Student's t interval over the seeds and the examples' "
     "own; sd = the seeds' spread). n = examples per method."
 )
+
+
+def run_line(entry: dict, name: str) -> str:
+    """A recorded run's command, wall time, CPU time and machine load, for the README."""
+    load, cpu = entry.get("load_average"), entry.get("cpu_seconds")
+    busy = f", load average {load[0]:.1f} → {load[1]:.1f}" if load else ""
+    used = f" ({cpu / 60:.1f} CPU-min)" if cpu else ""
+    return (
+        f"**`{entry['command']}`** — {entry['seconds'] / 60:.1f} min wall{used}, "
+        f"{entry['cpus']} CPU threads{busy} (`docs/ruleworld/{name}`)."
+    )
 
 
 def rows(methods: dict[str, dict]) -> list[tuple[str, str]]:
@@ -120,11 +131,9 @@ def write_plots(methods: dict[str, dict], out: Path) -> list[str]:
             span = max((int(x) for x in series), default=1)
             xs = [int(x) * (1 + shift) if log else int(x) + shift * span for x in series]
             ys = [e["rate"] for e in series.values()]
-            err = [
-                [y - e["ci95"][0] for y, e in zip(ys, series.values(), strict=True)],
-                [e["ci95"][1] - y for y, e in zip(ys, series.values(), strict=True)],
-            ]
-            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=method)
+            ax.errorbar(
+                xs, ys, yerr=yerr(list(series.values())), marker="o", capsize=3, label=method
+            )
         ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(-0.02, 1.02))
         if log:
             ax.set_xscale("log", base=2)

@@ -18,6 +18,9 @@ class TrainConfig:
     method: str = "calyrex"
     placement: str = "late8th"
     layers: list[int] | None = None
+    # more CalyrexConfig fields for the calyrex blocks (init_from_host, intermediate_size, ...);
+    # the baselines are matched to the blocks they describe
+    block: dict[str, Any] | None = None
     max_steps: int = -1
     epochs: float = 1.0
     lr: float = 1e-4

@@ -156,7 +156,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     conversations = load_conversations(cfg.data, pool, cfg.seed, cfg.skip_invalid, stats)
     rows = encode_conversations(tok, conversations, cfg.max_length, cfg.on_truncate, stats)
 
-    cal_cfg = CalyrexConfig(placement=cfg.placement, layers=cfg.layers)
+    cal_cfg = CalyrexConfig(placement=cfg.placement, layers=cfg.layers, **(cfg.block or {}))
     counts = matched_counts(base, cal_cfg)
     model = adapt(base, cfg.method, cal_cfg, seed=cfg.seed)
     if isinstance(model, CalyrexModel):

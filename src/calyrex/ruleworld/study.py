@@ -1,0 +1,149 @@
+"""The gap to LoRA, studied: CALYREX variants at LoRA's parameter budget on RuleWorld.
+
+Every variant trains on the demo's SFT corpus with the demo's batch, learning rate (chosen on
+training loss, ``demo.LR``) and seed, and is evaluated with the checkers on held-out rule
+combinations, multi-turn sessions, the attack families (with their no-attack control), the
+password game and task accuracy with no system prompt (forgetting). Nothing here is chosen on
+an evaluation suite: the variants are fixed before the run and reported side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .corpus import sft_corpus, write_jsonl
+from .demo import FULL, DemoConfig, _backbone, _backbone_name, _train, cpu_seconds
+from .evaluate import EvalConfig, evaluate
+from .pretrain import load_backbone
+from .world import World
+
+SUITES = ("rules", "multiturn", "families", "tensortrust", "tasks")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One trained adapter of the study (``block``: more :class:`CalyrexConfig` fields)."""
+
+    name: str
+    method: str = "calyrex"
+    placement: str = "late8th"
+    layers: tuple[int, ...] | None = None
+    block: tuple[tuple[str, Any], ...] = ()
+    steps: int | None = None  # None: the demo's
+    note: str = ""
+
+
+# 12 layers: late8th = 9-11, mid8th = 5-7, every4 = 3, 7, 11; each 3 blocks of ~292k parameters
+VARIANTS = (
+    Variant("late8th", note="the paper's default"),
+    Variant("lora", method="lora", note="parameter-matched to late8th"),
+    Variant("mid8th", placement="mid8th"),
+    Variant("every4", placement="every4"),
+    Variant("mixed", layers=(5, 8, 11), note="one block mid-depth, one late, one last"),
+    Variant("late8th-init", block=(("init_from_host", True),), note="W_Q/W_K/W_V from the host"),
+    Variant("late8th-300steps", steps=300, note="300 steps, cosine schedule"),
+    Variant(
+        "six-narrow",
+        layers=(1, 3, 5, 7, 9, 11),
+        block=(("intermediate_size", 144),),
+        note="twice the blocks, a third of the FFN width",
+    ),
+)
+EVAL = dict(n=64, family_n=32, turns=6, max_new_tokens=24)
+QUICK_EVAL = dict(n=4, family_n=2, turns=2, max_new_tokens=8)
+
+
+def _command(names: list[str] | None, quick: bool) -> str:
+    flags = ["--quick"] if quick else []
+    flags += ["--variants", *names] if names else []
+    return " ".join(["python", "scripts/ruleworld_study.py", *flags])
+
+
+def _steps(v: Variant, cfg: DemoConfig, quick: bool) -> int:
+    if v.steps is None:
+        return cfg.steps
+    return 2 * v.steps // FULL.steps if quick else v.steps
+
+
+def _reuse(out: Path) -> dict | None:
+    """The record of an adapter already trained into ``out`` (an interrupted study resumes)."""
+    if not (out / "summary.json").exists() or not (out / "adapter").is_dir():
+        return None
+    summary = json.loads((out / "summary.json").read_text())
+    return {
+        "trainable_params": summary["trainable_params"],
+        "train_loss": round(summary["train_loss"], 4),
+        "train_seconds": summary["seconds"],
+        "reused": True,  # trained by an earlier run into this directory: its CPU time is not here
+    }
+
+
+def run_study(out: str, names: list[str] | None = None, quick: bool = False, seed: int = 0) -> dict:
+    """Train and evaluate the base and every variant in ``names`` (default: all; a variant
+    already trained into ``OUT/NAME`` is reused, not retrained); write ``OUT/study.json``
+    (``{"kind", "command", "seconds", "cpus", "load_average", "results"}``)."""
+    from ..loading import load_adapter
+
+    torch.set_num_threads(min(torch.get_num_threads(), 2))
+    start, root = time.time(), Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()[0]
+    variants = [v for v in VARIANTS if names is None or v.name in names]
+    cfg = replace(FULL, steps=2, conversations=40) if quick else FULL
+    world = World(seed)
+    path = _backbone(root, quick, seed, None)
+    data = root / "sft.jsonl"
+    write_jsonl(sft_corpus(world, cfg.conversations), data)
+    eval_cfg = EvalConfig(**(QUICK_EVAL if quick else EVAL), suites=SUITES, progress=False)
+    base, tok = load_backbone(path)
+    methods = {"base": evaluate(base, tok, world, eval_cfg)}
+    trained: dict[str, dict] = {}
+    setup = {
+        "backbone": _backbone_name(path),
+        "seed": seed,
+        "sft_conversations": cfg.conversations,
+        "steps": cfg.steps,
+        "batch_size": cfg.batch_size,
+        "lr": cfg.lr,
+        "eval": {k: v for k, v in vars(eval_cfg).items() if k != "progress"},
+        "variants": trained,
+    }
+
+    def save() -> dict:  # after every variant: an interrupted study keeps what it measured
+        entry = {
+            "kind": "study",
+            "command": _command(names, quick),
+            "seconds": round(time.time() - start, 1),
+            "cpu_seconds": cpu_seconds(),
+            "cpus": torch.get_num_threads(),
+            "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
+            "results": {"methods": methods, "setup": setup},
+        }
+        (root / "study.json").write_text(json.dumps(entry, indent=2) + "\n")
+        return entry
+
+    entry = save()
+    for v in variants:
+        info = _reuse(root / v.name) or _train(
+            v.method,
+            path,
+            data,
+            root / v.name,
+            replace(cfg, steps=_steps(v, cfg, quick)),
+            seed,
+            placement=v.placement,
+            layers=list(v.layers) if v.layers else None,
+            block=dict(v.block) or None,
+        )
+        trained[v.name] = {**asdict(v), **info}
+        model = load_adapter(load_backbone(path)[0], str(root / v.name / "adapter"))
+        methods[v.name] = evaluate(model, tok, world, eval_cfg)
+        entry = save()
+    return entry

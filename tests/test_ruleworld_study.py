@@ -1,0 +1,44 @@
+"""The variant study: wiring of a CI-sized run, the rendered table and the goal's verdict."""
+
+import json
+
+from calyrex.ruleworld.intervals import proportion
+from calyrex.ruleworld.study import VARIANTS, run_study
+from calyrex.ruleworld.study_report import COLUMNS, render_study, verdicts
+
+
+def test_quick_study_trains_matched_variants_and_renders(tmp_path):
+    entry = run_study(str(tmp_path), ["late8th", "six-narrow"], quick=True)
+    methods, setup = entry["results"]["methods"], entry["results"]["setup"]
+    assert list(methods) == ["base", "late8th", "six-narrow"]
+    counts = [v["trainable_params"] for v in setup["variants"].values()]
+    assert max(counts) <= 1.01 * min(counts)  # one parameter budget
+    assert list(setup["variants"]["six-narrow"]["layers"]) == [1, 3, 5, 7, 9, 11]
+    for key, _ in COLUMNS:
+        assert all("ci95" in m[key] for m in methods.values()), key
+    assert json.loads((tmp_path / "study.json").read_text()) == json.loads(json.dumps(entry))
+    text = render_study(tmp_path / "study.json")
+    assert "| six-narrow | 1,3,5,7,9,11 |" in text and "LoRA was not run" in text
+
+
+def _metrics(heldout, attacks, tasks):
+    rate = {k: proportion([True, False]) for k, _ in COLUMNS}
+    rate["rule_adherence_heldout"] = proportion([True] * heldout + [False] * (100 - heldout))
+    rate["attack_families_success"] = proportion([True] * attacks + [False] * (100 - attacks))
+    rate["task_accuracy"] = proportion([True] * tasks + [False] * (100 - tasks))
+    return rate
+
+
+def test_goal_needs_lora_level_rules_and_attacks_and_base_tasks():
+    methods = {
+        "base": _metrics(0, 70, 73),
+        "a": _metrics(45, 25, 73),  # within LoRA's intervals, tasks at the base: meets the goal
+        "b": _metrics(10, 25, 73),  # held-out separated below LoRA
+        "c": _metrics(50, 20, 72),  # tasks moved off the base
+        "lora": _metrics(50, 22, 67),
+    }
+    variants = {n: {"method": "calyrex"} for n in ("a", "b", "c")} | {"lora": {"method": "lora"}}
+    lines = verdicts(methods, variants)
+    assert lines[-1].startswith("**Goal met by**: a (")
+    assert "worse on held-out ↑" in lines[1]
+    assert {v.name for v in VARIANTS} >= {"late8th", "mid8th", "every4", "lora"}
