@@ -34,13 +34,12 @@ def register() -> None:
     global _done
     if _done:
         return
+    import vllm
+    from vllm import ModelRegistry
     from vllm.renderers.registry import RENDERER_REGISTRY
     from vllm.tokenizers.registry import TokenizerRegistry
     from vllm.v1.engine.input_processor import InputProcessor
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-
-    import vllm
-    from vllm import ModelRegistry
 
     from . import cache_keys, runner
 
