@@ -97,3 +97,10 @@ def over_seeds(entries: Sequence[Any]) -> Any:
         "sd": _r(sd),
         "seeds": rates,
     }
+
+
+def separated(a: dict, b: dict) -> int:
+    """+1 when ``a``'s 95 % interval lies wholly above ``b``'s, -1 below, 0 when they overlap."""
+    if a["ci95"][0] > b["ci95"][1]:
+        return 1
+    return -1 if a["ci95"][1] < b["ci95"][0] else 0

@@ -15,7 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
-from .intervals import is_rate
+from .intervals import is_rate, separated
 from .report import NOTE, PLOTS, markdown_table, rows, run_line
 from .study_report import render_study
 
@@ -36,13 +36,6 @@ def record(run_dir: Path, docs: Path, name: str) -> Path:
     for *_, plot in PLOTS:
         shutil.copyfile(run_dir / plot, docs / f"{name}-{plot}")
     return out
-
-
-def separated(a: dict, b: dict) -> int:
-    """+1 when ``a``'s 95 % interval lies wholly above ``b``'s, -1 below, 0 when they overlap."""
-    if a["ci95"][0] > b["ci95"][1]:
-        return 1
-    return -1 if a["ci95"][1] < b["ci95"][0] else 0
 
 
 def claims(methods: dict[str, dict]) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .intervals import yerr
+from .intervals import separated, yerr
 from .report import cell, run_line
 
 COLUMNS = (
@@ -35,9 +35,7 @@ PLOT_COLUMNS = ("rule_adherence_heldout", "attack_families_success", "task_accur
 
 def _below(a: dict, b: dict, lower_is_better: bool) -> bool:
     """``a`` worse than ``b`` with non-overlapping 95 % intervals."""
-    if lower_is_better:
-        return a["ci95"][0] > b["ci95"][1]
-    return a["ci95"][1] < b["ci95"][0]
+    return separated(a, b) == (1 if lower_is_better else -1)
 
 
 def _above(a: dict, b: dict, lower_is_better: bool) -> bool:
