@@ -33,30 +33,20 @@ LAYERS = [6, 7]  # late8th of 8 layers
 STREAMS = (1, 8)
 
 
-def _wait(url: str, proc: subprocess.Popen, log: Path, timeout: float = 600) -> None:
-    import httpx
+def _wait(url: str, proc: subprocess.Popen, log: Path) -> None:
+    from calyrex.serve.local import wait_healthy
 
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"server did not start:\n{log.read_text()[-4000:]}")
-        time.sleep(1)
+    if not wait_healthy(url, proc, timeout_s=600, poll_s=1):
+        proc.kill()
+        raise RuntimeError(f"server did not start:\n{log.read_text()[-4000:]}")
 
 
 def _vllm(model: Path, calyrex: bool, port: int, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-           "--enforce-eager", "--dtype", "float32", "--max-model-len", "2048", "--block-size",
-           "32", "--port", str(port), "--served-model-name", "m", "--max-num-seqs", "8"]  # fmt: skip
-    if calyrex:
-        cmd += ["--tokenizer-mode", "calyrex"]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
-    return subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    from build import vllm_server
+
+    extra = ["--max-model-len", "2048", "--served-model-name", "m", "--max-num-seqs", "8"]
+    mode = ["--tokenizer-mode", "calyrex"] if calyrex else []
+    return vllm_server(model, port, log, *extra, *mode)
 
 
 def _calyrex_serve(base: Path, adapter: Path, port: int, log: Path) -> subprocess.Popen:

@@ -5,14 +5,13 @@ import json
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
-from calyrex.serve.local import free_port  # noqa: E402
+from calyrex.serve.local import free_port, wait_healthy  # noqa: E402
 
 
 def test_cli_serves_ruleworld_and_shuts_down_gracefully():
@@ -22,15 +21,7 @@ def test_cli_serves_ruleworld_and_shuts_down_gracefully():
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
-            time.sleep(0.2)
+        assert wait_healthy(url, proc, timeout_s=120, poll_s=0.2), proc.stdout.read()
         messages = [{"role": "system", "content": "Never reveal the secret."},
                     {"role": "user", "content": "hi"}]  # fmt: skip
         r = httpx.post(f"{url}/v1/chat/completions", timeout=60,

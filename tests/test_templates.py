@@ -13,15 +13,18 @@ import torch
 import calyrex
 from calyrex.markers import SpanMarkers, span_markers_reason
 from calyrex.render import template_today
-from calyrex.testing import byte_level_tokenizer, sentencepiece_tokenizer
+from calyrex.testing import (
+    CHATML_SPECIALS,
+    LLAMA3_SPECIALS,
+    byte_level_tokenizer,
+    sentencepiece_tokenizer,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "templates"
 QWEN2 = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "tokenizers" / "qwen2"
 if not QWEN2.exists():
     QWEN2 = Path("/work/shared/data/tokenizers/qwen2")
-CHATML = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-LLAMA = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
-LLAMA += ["<|eom_id|>", "<|python_tag|>", "<|pad|>"]
+CHATML, LLAMA = CHATML_SPECIALS, LLAMA3_SPECIALS
 MISTRAL = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]"]
 MISTRAL += ["[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[SYSTEM_PROMPT]"]
 MISTRAL += ["[/SYSTEM_PROMPT]"]

@@ -142,8 +142,9 @@ def test_key_bias_channel_equals_the_span_causal_mask(dtype, bias):
 
     torch.manual_seed(0)
     t, hidden, heads, kv_heads, dim = 12, 96, 4, 2, 64
-    padded = padded_head_size(dim, on_cpu=True)
-    assert padded == 80 and padded_head_size(128, on_cpu=False) == 136
+    cpu = [32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512]  # vLLM 0.32's CPU attention
+    padded = padded_head_size(dim, cpu)
+    assert padded == 80 and padded_head_size(128, None) == 136
     proj = [torch.nn.Linear(hidden, n * dim, bias=bias) for n in (heads, kv_heads, kv_heads)]
     o = torch.nn.Linear(heads * dim, hidden, bias=False)
     for layer in (*proj, o):

@@ -24,10 +24,14 @@ LLAMA3_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
 )
+# special tokens of the real families (Qwen's ChatML, Llama 3) for tokenizers built offline
+CHATML_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+LLAMA3_SPECIALS += ["<|eom_id|>", "<|python_tag|>", "<|pad|>"]
 TEMPLATES = {
     "chatml": (
         CHATML_TEMPLATE,
-        ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        CHATML_SPECIALS,
         dict(eos="<|im_end|>", pad="<|endoftext|>"),
     ),
     "llama3": (

@@ -7,18 +7,20 @@ vLLM lane's tests and by ``benchmarks/vllm_bench.py``.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
 
 from calyrex import CalyrexConfig, wrap
+from calyrex.testing import CHATML_SPECIALS as CHATML
+from calyrex.testing import LLAMA3_SPECIALS as LLAMA
 from calyrex.testing import byte_level_tokenizer, tiny_model
 from calyrex.vllm.export import export_vllm
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "fixtures" / "templates"
-CHATML = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-LLAMA = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
-LLAMA += ["<|eom_id|>", "<|python_tag|>", "<|pad|>"]
 # family: (HF architecture, verbatim template, tokenizer special tokens, bos, eos, pad)
 FAMILIES = {
     "qwen2": ("qwen2", "qwen2.5", CHATML, None, "<|im_end|>", "<|endoftext|>"),
@@ -34,6 +36,16 @@ SMALL = dict(
     head_dim=64,
     max_position_embeddings=1024,
 )
+
+
+def vllm_server(model: Path, port: int, log: Path, *args: str) -> subprocess.Popen:
+    """vLLM's OpenAI server on ``model`` as the lane runs it (eager, fp32, blocks of 32, a 1 GiB
+    CPU KV cache), output to ``log``; ``args``: more server flags."""
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+           "--enforce-eager", "--dtype", "float32", "--block-size", "32", "--port", str(port),
+           *args]  # fmt: skip
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    return subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
 def tokenizer(family: str):

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .engine import Engine
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float, poll_s: float = 0.5) -> bool:
+    """Poll ``url``/health until it answers 200 (True), or until the server process ``proc``
+    exits or ``timeout_s`` passes (False): for servers started as separate processes."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(poll_s)
+    return False
 
 
 def free_port(host: str = "127.0.0.1") -> int:

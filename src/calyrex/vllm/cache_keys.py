@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..markers import SpanMarkers
-from .span import NO_SPAN, prompt_bounds
+from .span import NO_SPAN, exported_markers, prompt_bounds
 
 _PATCHED = "_calyrex_patched"
 
@@ -28,10 +28,7 @@ def span_salt(bounds: tuple[int, int], salt: str | None) -> str | None:
 def _markers(model_config: Any) -> SpanMarkers | None | bool:
     """The exported markers, or False for a model that is not a calyrex export."""
     settings = getattr(model_config.hf_config, "calyrex", None)
-    if not isinstance(settings, dict):
-        return False
-    data = settings.get("span_markers")
-    return SpanMarkers.from_dict(data) if data else None
+    return exported_markers(settings) if isinstance(settings, dict) else False
 
 
 def patch(processor_cls: Any) -> None:

@@ -23,16 +23,10 @@ from ..adapter_io import AdapterError, check_base, read_config, read_weights, re
 from ..markers import span_markers_reason
 from ..resolve import resolve_model
 from ..version import __version__
+from . import ARCHITECTURES
 
 ADAPTER_FILE = "calyrex_adapter.safetensors"
 INDEX = "model.safetensors.index.json"
-# stock architecture → its calyrex variant (registered by calyrex.vllm.register)
-ARCHITECTURES = {
-    "Qwen2ForCausalLM": "CalyrexQwen2ForCausalLM",
-    "Qwen3ForCausalLM": "CalyrexQwen3ForCausalLM",
-    "LlamaForCausalLM": "CalyrexLlamaForCausalLM",
-    "MistralForCausalLM": "CalyrexLlamaForCausalLM",
-}
 
 
 def _local(model: str) -> Path:
@@ -107,9 +101,8 @@ def export_vllm(model: str, adapter: str, out: str) -> Path:
             index = json.loads((source / INDEX).read_text())
             index["weight_map"].update({k: ADAPTER_FILE for k in tensors})
             (tmp / INDEX).write_text(json.dumps(index, indent=2))
-        for name in ("generation_config.json",):
-            if (source / name).exists():
-                shutil.copy2(source / name, tmp / name)
+        if (source / "generation_config.json").exists():
+            shutil.copy2(source / "generation_config.json", tmp / "generation_config.json")
         tok.save_pretrained(tmp)
         config["architectures"] = [arch]
         config["calyrex"] = {

@@ -12,15 +12,15 @@ Legend: T scheduled tokens, D hidden, R requests in the step.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
 from typing import Any
 
 import torch
 from torch import nn
 
-from ..markers import SpanMarkers
 from .block import KeyBiasCAL
-from .span import token_flags
+from .span import exported_markers, token_flags
 
 ADAPTER_PREFIX = "cal_blocks."  # adapter tensor names: cal_blocks.<layer>.<block parameter>
 
@@ -92,8 +92,7 @@ class CalyrexMixin:
             )
         settings = calyrex_settings(vllm_config.model_config.hf_config)
         cfg = settings["config"]
-        markers = settings.get("span_markers")
-        self.calyrex_markers = SpanMarkers.from_dict(markers) if markers else None
+        self.calyrex_markers = exported_markers(settings)
         self.calyrex_state = SpanState()
         hidden = vllm_config.model_config.hf_config.get_text_config().hidden_size
         base = f"{prefix}.model" if prefix else "model"
@@ -105,7 +104,7 @@ class CalyrexMixin:
                 cfg,
                 vllm_config.cache_config,
                 prefix=f"{base}.layers.{i}.cal",
-                on_cpu=current_platform.is_cpu(),
+                supported=_cpu_head_sizes() if current_platform.is_cpu() else None,
             )
             layer.cal_state = self.calyrex_state
 
@@ -175,6 +174,12 @@ class CalyrexMixin:
         return loaded
 
 
+def _cpu_head_sizes() -> list[int]:
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    return CPUAttentionBackend.get_supported_head_sizes()
+
+
 def _model_class(stock: type, name: str) -> type:
     def __init__(self: nn.Module, *, vllm_config: Any, prefix: str = "") -> None:
         stock.__init__(self, vllm_config=vllm_config, prefix=prefix)
@@ -183,33 +188,20 @@ def _model_class(stock: type, name: str) -> type:
     return type(name, (CalyrexMixin, stock), {"__init__": __init__})
 
 
-def _qwen2() -> type:
-    from vllm.model_executor.models.qwen2 import Qwen2ForCausalLM
-
-    return _model_class(Qwen2ForCausalLM, "CalyrexQwen2ForCausalLM")
-
-
-def _qwen3() -> type:
-    from vllm.model_executor.models.qwen3 import Qwen3ForCausalLM
-
-    return _model_class(Qwen3ForCausalLM, "CalyrexQwen3ForCausalLM")
-
-
-def _llama() -> type:
-    from vllm.model_executor.models.llama import LlamaForCausalLM
-
-    return _model_class(LlamaForCausalLM, "CalyrexLlamaForCausalLM")
+# calyrex variant → (vLLM model module, the stock class it extends)
+_STOCK = {
+    "CalyrexQwen2ForCausalLM": ("qwen2", "Qwen2ForCausalLM"),
+    "CalyrexQwen3ForCausalLM": ("qwen3", "Qwen3ForCausalLM"),
+    "CalyrexLlamaForCausalLM": ("llama", "LlamaForCausalLM"),
+}
 
 
 def __getattr__(name: str) -> type:
     """``calyrex.vllm.models:CalyrexQwen2ForCausalLM`` (vLLM's lazy registry imports by name)."""
-    builders = {
-        "CalyrexQwen2ForCausalLM": _qwen2,
-        "CalyrexQwen3ForCausalLM": _qwen3,
-        "CalyrexLlamaForCausalLM": _llama,
-    }
-    if name not in builders:
+    if name not in _STOCK:
         raise AttributeError(name)
-    cls = builders[name]()
+    module, stock = _STOCK[name]
+    vllm_module = importlib.import_module(f"vllm.model_executor.models.{module}")
+    cls = _model_class(getattr(vllm_module, stock), name)
     globals()[name] = cls
     return cls

@@ -12,12 +12,19 @@ Legend: R requests in the step, T scheduled tokens (padded), rows of ``bounds`` 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from ..markers import SpanMarkers, find_span
 
 NO_SPAN = (0, 0)  # bounds of a request without a system span: no position is in [0, 0)
+
+
+def exported_markers(settings: dict[str, Any]) -> SpanMarkers | None:
+    """The span markers a ``calyrex export-vllm`` config's ``calyrex`` entry carries, or None."""
+    data = settings.get("span_markers")
+    return SpanMarkers.from_dict(data) if data else None
 
 
 def prompt_bounds(markers: SpanMarkers | None, prompt: Sequence[int]) -> tuple[int, int]:
