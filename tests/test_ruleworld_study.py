@@ -42,3 +42,26 @@ def test_goal_needs_lora_level_rules_and_attacks_and_base_tasks():
     assert lines[-1].startswith("**Goal met by**: a (")
     assert "worse on held-out ↑" in lines[1]
     assert {v.name for v in VARIANTS} >= {"late8th", "mid8th", "every4", "lora"}
+
+
+def test_every_calyrex_variant_has_the_late8th_budget_on_the_shipped_backbone():
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from calyrex import CalyrexConfig
+    from calyrex.baselines import cal_budget
+    from calyrex.ruleworld.pretrain import ASSET_DIR
+
+    config = AutoConfig.from_pretrained(ASSET_DIR)
+    config._attn_implementation = "sdpa"
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    want = cal_budget(model, CalyrexConfig(placement="late8th"))
+    for v in VARIANTS:
+        if v.method != "calyrex":
+            continue
+        cfg = CalyrexConfig(
+            placement=v.placement, layers=v.layers and list(v.layers), **dict(v.block)
+        )
+        got = cal_budget(model, cfg)
+        assert abs(got - want) <= 0.02 * want, (v.name, got, want)

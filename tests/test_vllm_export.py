@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 sys.path.insert(0, str(Path(__file__).parent / "vllm_lane"))
 from build import build, tokenizer  # noqa: E402
 
-from calyrex import encode_chat, wrap  # noqa: E402
+from calyrex import CalyrexConfig, encode_chat, wrap  # noqa: E402
 from calyrex.baselines import ParallelMLPConfig  # noqa: E402
 from calyrex.markers import span_markers  # noqa: E402
 from calyrex.methods import build as build_method  # noqa: E402
@@ -107,6 +107,11 @@ def test_export_refusals_name_the_problem(exported, tmp_path):
     mlp.save_adapter(str(tmp_path / "mlp"))
     with pytest.raises(ValueError, match="CALYREX adapters only"):
         export_vllm(str(tmp_path / "other"), str(tmp_path / "mlp"), str(tmp_path / "o2"))
+    for name, variant in (("gate", {"host_gate": True}), ("attn", {"ffn": False})):
+        wrap(fresh(), CalyrexConfig(**variant)).save_adapter(str(tmp_path / name))
+        with pytest.raises(ValueError, match="serves the paper's block"):
+            export_vllm(str(tmp_path / "other"), str(tmp_path / name), str(tmp_path / "o4"))
+        assert not (tmp_path / "o4").exists()
     mistral = tmp_path / "mistral"
     fresh().save_pretrained(mistral)
     tok = tokenizer("qwen2")

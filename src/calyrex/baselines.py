@@ -14,10 +14,10 @@ import torch
 from torch import nn
 
 from . import hf
-from .block import CALBlock, ParallelMLPBlock
+from .block import ParallelMLPBlock
 from .config import BlockConfig, CalyrexConfig
 from .model import CalyrexModel
-from .wrap import place, seeded
+from .wrap import new_block, place, seeded
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -31,7 +31,7 @@ def cal_budget(model: nn.Module, config: CalyrexConfig) -> int:
     """Trainable parameters the CAL configuration adds to ``model`` (counted on the meta device)."""
     cfg = config.resolve(model.config)
     with torch.device("meta"):
-        block = CALBlock(model.config.hidden_size, cfg)
+        block = new_block(model, cfg)
     return len(cfg.layers) * sum(p.numel() for p in block.parameters())
 
 

@@ -7,7 +7,9 @@ Legend: B batch, T sequence, S system span, D hidden, H/Hkv heads, Dh head dim, 
     h' = h + softmax(xW_Q (cW_K)ᵀ/√Dh + M) cW_V W_O        M: span-causal mask, no RoPE
     h''= h' + W_D(SiLU(W_G n) ⊙ W_U n),   n = RMSNorm_ffn(h')
 
-W_O and W_D start at exactly 0, so the block is the identity at initialisation. Rows that see
+W_O and W_D start at exactly 0, so the block is the identity at initialisation. ``ffn=False``
+drops the SwiGLU (attention-only blocks). ``host_gate=True`` adds :class:`HostGate`, which is
+not the paper's method (see there). Rows that see
 no system key (tokens before the span, conversations without one) return ``h`` unchanged — the
 attention *and* the FFN — as Mllama's ``full_text_row_masked_out_mask`` does.
 """
@@ -55,12 +57,38 @@ class SwiGLU(nn.Module):
         return self.cal_down_proj(F.silu(self.cal_gate_proj(n)) * self.cal_up_proj(n))
 
 
+class HostGate(nn.Module):
+    """Not the paper's method: re-weights the host layer's self-attention to non-span tokens.
+
+    A per-query, per-head logit bias ``β = W_β RMSNorm(x)`` (x: the host layer's input, W_β
+    zero at init) is added to the host's attention logits of every key outside the system span,
+    for the queries that see a span key. β < 0 turns the host's attention to user text down,
+    β = 0 (init, and every row without a system prompt) leaves it exactly as it was. It reaches
+    the host through SDPA's ``position_bias`` argument, so the host must use ``sdpa``.
+    """
+
+    def __init__(self, hidden: int, host_heads: int, eps: float) -> None:
+        super().__init__()
+        self.cal_gate_norm = RMSNorm(hidden, eps)
+        self.cal_gate_proj = nn.Linear(hidden, host_heads, bias=False)
+        nn.init.zeros_(self.cal_gate_proj.weight)
+
+    def forward(
+        self, x: torch.Tensor, has_key: torch.Tensor, span_keys: torch.Tensor
+    ) -> torch.Tensor:
+        """``x`` (B, T, D), ``has_key`` (B, T), ``span_keys`` (B, K) → logit bias (B, Hh, T, K)."""
+        beta = self.cal_gate_proj(self.cal_gate_norm(x)) * has_key[..., None]  # (B, T, Hh)
+        outside = (~span_keys).to(beta.dtype)[:, None, None, :]  # (B, 1, 1, K)
+        return beta.transpose(1, 2)[..., None] * outside
+
+
 class CALBlock(nn.Module):
-    """One cross-attention layer reading the system span. ``cfg`` must be resolved."""
+    """One cross-attention layer reading the system span. ``cfg`` must be resolved;
+    ``host_heads`` (the host layer's attention heads) is needed only with ``cfg.host_gate``."""
 
     uses_span = True
 
-    def __init__(self, hidden: int, cfg: CalyrexConfig) -> None:
+    def __init__(self, hidden: int, cfg: CalyrexConfig, host_heads: int | None = None) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         if self.heads % self.kv_heads:
@@ -73,7 +101,14 @@ class CALBlock(nn.Module):
         self.cal_k_proj = nn.Linear(hidden, self.kv_heads * self.head_dim, bias=bias)
         self.cal_v_proj = nn.Linear(hidden, self.kv_heads * self.head_dim, bias=bias)
         self.cal_o_proj = nn.Linear(self.heads * self.head_dim, hidden, bias=False)
-        self.cal_ffn = SwiGLU(hidden, cfg.intermediate_size, cfg.norm_eps, cfg.init_std)
+        self.cal_ffn = (
+            SwiGLU(hidden, cfg.intermediate_size, cfg.norm_eps, cfg.init_std) if cfg.ffn else None
+        )
+        self.cal_host_gate = None
+        if cfg.host_gate:
+            if host_heads is None:
+                raise ValueError("host_gate needs the host layer's number of attention heads")
+            self.cal_host_gate = HostGate(hidden, host_heads, cfg.norm_eps)
         for proj in (self.cal_q_proj, self.cal_k_proj, self.cal_v_proj):
             nn.init.normal_(proj.weight, std=cfg.init_std)
             if proj.bias is not None:
@@ -113,10 +148,10 @@ class CALBlock(nn.Module):
         a = a.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)  # (B, T, H·Dh)
         if span.full:
             h1 = h + self.cal_o_proj(a)
-            return h1 + self.cal_ffn(h1)
+            return h1 if self.cal_ffn is None else h1 + self.cal_ffn(h1)
         keep = span.has_key[..., None]  # (B, T, 1)
         h1 = torch.where(keep, h + self.cal_o_proj(a), h)
-        return torch.where(keep, h1 + self.cal_ffn(h1), h1)
+        return h1 if self.cal_ffn is None else torch.where(keep, h1 + self.cal_ffn(h1), h1)
 
     @torch.no_grad()
     def copy_from_host(self, host_layer: nn.Module) -> None:

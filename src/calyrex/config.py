@@ -59,6 +59,10 @@ class CalyrexConfig(BlockConfig):
     head_dim: int | None = None
     attention_bias: bool = False
     init_from_host: bool = False  # copy W_Q/W_K/W_V and the attention norm from the host layer
+    ffn: bool = True  # False: attention-only blocks (no SwiGLU after the cross-attention)
+    # not the paper's method: each block also re-weights its host layer's self-attention to
+    # tokens outside the system span (a learned per-query, per-head logit bias, 0 at init)
+    host_gate: bool = False
 
     def _resolve_more(self, hf_config: Any) -> dict[str, Any]:
         heads = self.num_heads or hf_config.num_attention_heads

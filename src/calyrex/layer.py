@@ -23,6 +23,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from . import hf
+from .mask import span_key_flags
 from .span import CACHE_ATTR, CALCache, SpanStep
 
 SYSTEM_MASK_KW = "calyrex_system_mask"  # (B, W) bool, absolute positions 0 … W-1 of the sequence
@@ -46,6 +47,9 @@ class CalyrexLayer(nn.Module):
         step = None
         if getattr(self.cal_block, "uses_span", False):  # before the host adds its tokens
             step = self._span_step(hidden_states, system_mask, per_call, kwargs)
+        gate = getattr(self.cal_block, "cal_host_gate", None)
+        if gate is not None and step is not None and not step.empty:
+            kwargs["position_bias"] = host_bias(gate, hidden_states, step, kwargs)
         out = self.host(hidden_states, *args, **kwargs)
         h = hf.layer_hidden(out)  # (B, T, D)
         if self.checkpoint_block and self.training and torch.is_grad_enabled():
@@ -83,6 +87,18 @@ class CalyrexLayer(nn.Module):
             return super().__getattr__(name)
         except AttributeError:  # HF reads attributes of its layers (e.g. ``attention_type``)
             return getattr(super().__getattr__("host"), name)
+
+
+def host_bias(
+    gate: nn.Module, hidden: torch.Tensor, step: SpanStep, kwargs: dict[str, Any]
+) -> torch.Tensor:
+    """The (B, Hh, T, K) logit bias of a :class:`~calyrex.block.HostGate` for this call's host
+    attention: K is the attention mask's key length (a static cache's size), else every token
+    of the sequence so far; key ``k`` is absolute position ``k``."""
+    mask = kwargs.get("attention_mask")
+    length = mask.shape[-1] if isinstance(mask, torch.Tensor) else step.store.length
+    keys = span_key_flags(step.store.key_pos, step.store.key_valid, length)  # (B, K)
+    return gate(hidden, step.has_key, keys).to(hidden.dtype)
 
 
 def new_span(system_mask: torch.Tensor | None, past: int, length: int) -> torch.Tensor | None:

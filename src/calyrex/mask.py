@@ -61,3 +61,17 @@ def rows_with_keys(visible: torch.Tensor) -> torch.Tensor:
     returns its input unchanged for them.
     """
     return visible.any(dim=-1)
+
+
+def span_key_flags(key_pos: torch.Tensor, key_valid: torch.Tensor, length: int) -> torch.Tensor:
+    """(B, S) span positions → (B, K) bool over absolute key positions ``0 … length-1``.
+
+    ``True`` where the key is a system-span token (what the host attention sees, in order)::
+
+        key_pos 2 3 4, valid 1 1 1, length 7  →  0 0 1 1 1 0 0
+    """
+    b = key_pos.shape[0]
+    # invalid keys (and any position past ``length``) land in a spare column that is cut off
+    pos = torch.where(key_valid & (key_pos < length), key_pos, torch.full_like(key_pos, length))
+    flags = torch.zeros(b, length + 1, dtype=torch.bool, device=key_pos.device)
+    return flags.scatter_(1, pos, True)[:, :length]

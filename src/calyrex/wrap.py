@@ -33,6 +33,26 @@ def seeded(seed: int | None, build: Any) -> Any:
         return build()
 
 
+def new_block(model: nn.Module, cfg: CalyrexConfig) -> CALBlock:
+    """One CAL block for ``model`` with the resolved ``cfg``."""
+    return CALBlock(model.config.hidden_size, cfg, model.config.num_attention_heads)
+
+
+def check_host_gate(model: nn.Module, cfg: CalyrexConfig) -> None:
+    """``host_gate`` reaches the host attention through SDPA's ``position_bias`` over absolute
+    key positions: refuse attention kernels that would ignore it and sliding-window layers."""
+    impl = getattr(model.config, "_attn_implementation", None)
+    if impl != "sdpa":
+        raise ValueError(
+            f"host_gate biases the host's attention through SDPA, but this model uses "
+            f"attn_implementation={impl!r}; load it with attn_implementation='sdpa'"
+        )
+    types = getattr(model.config, "layer_types", None) or []
+    windowed = [i for i in cfg.layers if i < len(types) and types[i] != "full_attention"]
+    if windowed:
+        raise ValueError(f"host_gate needs full-attention host layers; layers {windowed} are not")
+
+
 def wrap(
     model: nn.Module,
     config: CalyrexConfig | None = None,
@@ -51,8 +71,9 @@ def wrap(
         and getattr(layers[cfg.layers[0]].self_attn.q_proj, "bias", None) is not None
     ):
         cfg = dataclasses.replace(cfg, attention_bias=True)  # copy the host's q/k/v biases too
-    hidden = model.config.hidden_size
-    blocks = seeded(seed, lambda: {i: CALBlock(hidden, cfg) for i in cfg.layers})
+    if cfg.host_gate:
+        check_host_gate(model, cfg)
+    blocks = seeded(seed, lambda: {i: new_block(model, cfg) for i in cfg.layers})
     if cfg.init_from_host:
         for i, block in blocks.items():
             block.copy_from_host(layers[i])

@@ -41,6 +41,7 @@ class Variant:
 
 
 # 12 layers: late8th = 9-11, mid8th = 5-7, every4 = 3, 7, 11; each 3 blocks of ~292k parameters
+# (876k in all; attention-only: 12 × 73k; the gate adds 800 per block)
 VARIANTS = (
     Variant("late8th", note="the paper's default"),
     Variant("lora", method="lora", note="parameter-matched to late8th"),
@@ -54,6 +55,17 @@ VARIANTS = (
         layers=(1, 3, 5, 7, 9, 11),
         block=(("intermediate_size", 144),),
         note="twice the blocks, a third of the FFN width",
+    ),
+    Variant(
+        "attention-only",
+        placement="all",
+        block=(("ffn", False), ("head_dim", 38)),
+        note="cross-attention without FFN in all 12 layers (head_dim 38: the same budget)",
+    ),
+    Variant(
+        "late8th-gate",
+        block=(("host_gate", True),),
+        note="not the paper's method: also re-weights the host's attention to non-system tokens",
     ),
 )
 EVAL = dict(n=64, family_n=32, turns=6, max_new_tokens=24)

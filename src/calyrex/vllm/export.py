@@ -71,6 +71,13 @@ def export_vllm(model: str, adapter: str, out: str) -> Path:
             f"{adapter_dir} is a {record['method']!r} adapter; calyrex.vllm serves CALYREX "
             "adapters only"
         )
+    variant = [k for k in ("host_gate",) if record["config"].get(k)]
+    variant += [] if record["config"].get("ffn", True) else ["ffn=False"]
+    if variant:
+        raise AdapterError(
+            f"{adapter_dir} is a CALYREX variant ({', '.join(variant)}); calyrex.vllm serves the "
+            "paper's block (attention + FFN, host attention untouched) only"
+        )
     config = json.loads((source / "config.json").read_text())
     arch = _architecture(config)
     tok = AutoTokenizer.from_pretrained(source)
