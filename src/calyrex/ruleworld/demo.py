@@ -44,13 +44,15 @@ class DemoConfig:
     seeds: tuple[int, ...] | None = None  # training seeds when ``--seeds`` is not given
 
 
-# ``calyrex demo``: one seed, half the steps, every suite, small samples (a look, not a
-# verdict; sized for about 5 min on 2 idle cores, not yet timed idle)
+# ``calyrex demo``: one seed, a third of the steps, every suite, small samples (a look, not a
+# verdict). Sized for 5 min on 2 idle cores: 50 steps and 32 per suite took 6.8 min idle
+# (training 4.0 min, 1.37 + 2.27 + 1.16 s per step of calyrex, LoRA, ParallelMLP; 38 s per
+# evaluation, a third of it the 2,048-token contexts)
 DEFAULT = DemoConfig(
     conversations=2000,
-    steps=50,
-    eval=dict(n=32, long_n=8, family_n=16, shot_n=8, turns=6, max_new_tokens=24)
-    | {"context_tokens": (0, 512, 1024, 2048)},
+    steps=36,
+    eval=dict(n=24, long_n=6, family_n=12, shot_n=6, turns=6, max_new_tokens=24)
+    | {"context_tokens": (0, 512, 1024)},
 )
 # ``--full``: 100 steps, three training seeds, >= 128 examples per suite, 64 per attack family
 FULL = DemoConfig(
@@ -257,10 +259,10 @@ def demo(
     with 95 % intervals and plots to OUT. Uses the shipped backbone; --pretrain (or a --seed
     other than 0) pretrains a fresh one into OUT/backbone first (~11 min on 2 CPU cores);
     --backbone DIR (or `ruleworld`) uses another saved backbone; --seeds 0 1 2 trains each
-    method once per training seed and reports the mean and spread. Sizes: the default (50
-    steps, 32 examples per suite, one seed: a look); --full (100 steps, seeds 0 1 2, 128
-    examples per suite, 64 per attack family: the claims; well past 30 min on 2 cores); --quick (a
-    CI-sized run, well under 2 minutes).
+    method once per training seed and reports the mean and spread. Sizes: the default (36
+    steps, 24 examples per suite, one seed: a look, about 5 min on 2 idle cores); --full (100
+    steps, seeds 0 1 2, 128 examples per suite, 64 per attack family: the claims; about an hour
+    on 2 cores); --quick (a CI-sized run, well under 2 minutes).
     """
     if backbone is not None:
         from ..resolve import resolve_model
