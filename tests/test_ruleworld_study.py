@@ -37,10 +37,20 @@ def test_goal_needs_lora_level_rules_and_attacks_and_base_tasks():
         "c": _metrics(50, 20, 72),  # tasks moved off the base
         "lora": _metrics(50, 22, 67),
     }
-    variants = {n: {"method": "calyrex"} for n in ("a", "b", "c")} | {"lora": {"method": "lora"}}
+    variants = {n: {"method": "calyrex", "steps": None} for n in ("a", "b", "c")}
+    variants["lora"] = {"method": "lora", "steps": None}
     lines = verdicts(methods, variants)
-    assert lines[-1].startswith("**Goal met by**: a (")
+    assert lines[-1].startswith("**Goal met by**: a (vs lora) (")
     assert "worse on held-out ↑" in lines[1]
+    # a variant trained longer is judged against the LoRA trained as long, when there is one
+    methods |= {"d": _metrics(45, 25, 73), "lora-300": _metrics(80, 5, 60)}
+    variants |= {
+        "d": {"method": "calyrex", "steps": 300},
+        "lora-300": {"method": "lora", "steps": 300},
+    }
+    lines = verdicts(methods, variants)
+    assert any(line.startswith("- **d vs lora-300**: worse on held-out") for line in lines)
+    assert lines[-1].startswith("**Goal met by**: a (vs lora) (")
     assert {v.name for v in VARIANTS} >= {"late8th", "mid8th", "every4", "lora"}
 
 

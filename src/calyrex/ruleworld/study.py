@@ -50,6 +50,7 @@ VARIANTS = (
     Variant("mixed", layers=(5, 8, 11), note="one block mid-depth, one late, one last"),
     Variant("late8th-init", block=(("init_from_host", True),), note="W_Q/W_K/W_V from the host"),
     Variant("late8th-300steps", steps=300, note="300 steps, cosine schedule"),
+    Variant("lora-300steps", method="lora", steps=300, note="LoRA trained as long"),
     Variant(
         "six-narrow",
         layers=(1, 3, 5, 7, 9, 11),

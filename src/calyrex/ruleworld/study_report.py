@@ -1,9 +1,10 @@
 """The study's README section and plot, rendered from its committed result file.
 
 One row per variant (base first), the study's metrics as columns, each with its 95 % interval;
-then, per CALYREX variant, where its interval separates from LoRA's; then the issue's goal —
-held-out rules and attack success at least LoRA's (no interval separating it below) with task
-accuracy exactly the base's — and which variants meet it, if any.
+then, per CALYREX variant, where its interval separates from LoRA's (the LoRA trained for as many
+steps, when the study has one); then the issue's goal — held-out rules and attack success at
+least LoRA's (no interval separating it below) with task accuracy exactly the base's — and which
+variants meet it, if any.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ def _above(a: dict, b: dict, lower_is_better: bool) -> bool:
     return _below(b, a, lower_is_better)
 
 
-def table(methods: dict[str, dict], variants: dict[str, dict]) -> str:
-    head = "| variant | layers | params | loss | train min | " + " | ".join(c for _, c in COLUMNS)
-    lines = [head + " |", "|---" * (len(COLUMNS) + 5) + "|"]
+def table(methods: dict[str, dict], variants: dict[str, dict], steps: int) -> str:
+    head = "| variant | layers | params | steps | loss | train min | "
+    head += " | ".join(c for _, c in COLUMNS)
+    lines = [head + " |", "|---" * (len(COLUMNS) + 6) + "|"]
     for name, metrics in methods.items():
         v = variants.get(name, {})
         layers = ",".join(map(str, v["layers"])) if v.get("layers") else v.get("placement", "–")
@@ -52,31 +54,40 @@ def table(methods: dict[str, dict], variants: dict[str, dict]) -> str:
         params = f"{v['trainable_params']:,}" if v else "–"
         loss = f"{v['train_loss']:.3f}" if v else "–"
         minutes = f"{v['train_seconds'] / 60:.1f}{'*' if v.get('reused') else ''}" if v else "–"
+        n_steps = v.get("steps") or steps if v else "–"
         cells = " | ".join(cell(metrics.get(k)) for k, _ in COLUMNS)
         lines.append(
-            f"| {name} | {layers if v else '–'} | {params} | {loss} | {minutes} | {cells} |"
+            f"| {name} | {layers if v else '–'} | {params} | {n_steps} | {loss} | {minutes} "
+            f"| {cells} |"
         )
     return "\n".join(lines) + "\n"
 
 
+def reference(v: dict, variants: dict[str, dict]) -> str:
+    """The LoRA a variant is judged against: the one trained for as many steps, else ``lora``."""
+    same = [n for n, w in variants.items() if w["method"] == "lora" and w["steps"] == v["steps"]]
+    return same[0] if same else "lora"
+
+
 def verdicts(methods: dict[str, dict], variants: dict[str, dict]) -> list[str]:
-    """Per CALYREX variant: separations from LoRA, and whether it meets the goal."""
+    """Per CALYREX variant: separations from its LoRA, and whether it meets the goal."""
     if "lora" not in methods:
         return ["LoRA was not run: nothing to compare with."]
-    lora, base, lines, met = methods["lora"], methods["base"], [], []
+    base, lines, met = methods["base"], [], []
     for name, v in variants.items():
         if v["method"] != "calyrex":
             continue
-        m = methods[name]
+        ref = reference(v, variants)
+        m, lora = methods[name], methods[ref]
         pairs = [(k, f"{lab} {m[k]['rate']:.2f} vs {lora[k]['rate']:.2f}") for k, lab in COLUMNS]
         better = [text for k, text in pairs if _above(m[k], lora[k], "success" in k)]
         worse = [text for k, text in pairs if _below(m[k], lora[k], "success" in k)]
         said = [f"better on {', '.join(better)}"] if better else []
         said += [f"worse on {', '.join(worse)}"] if worse else []
-        lines.append(f"- **{name} vs lora**: {'; '.join(said) or 'no separation'}.")
+        lines.append(f"- **{name} vs {ref}**: {'; '.join(said) or 'no separation'}.")
         held = all(not _below(m[k], lora[k], "success" in k) for k in GOAL)
         if held and m["task_accuracy"]["rate"] == base["task_accuracy"]["rate"]:
-            met.append(name)
+            met.append(f"{name} (vs {ref})")
     goal = (
         f"**Goal met by**: {', '.join(met)} (held-out rules and attack-family success not "
         "separated below LoRA's, task accuracy exactly the base's)."
@@ -99,7 +110,7 @@ def render_study(path: Path) -> str:
         f"{setup['batch_size']} unless noted, training seed {setup['seed']}, the demo's learning "
         f"rates; {ev['n']} examples per suite ({ev['family_n']} per attack family, "
         f"{ev['turns']}-turn sessions). {notes}.\n\n"
-        f"{table(methods, setup['variants'])}\n{REUSED}\n\n"
+        f"{table(methods, setup['variants'], setup['steps'])}\n{REUSED}\n\n"
         + "\n".join(verdicts(methods, setup["variants"]))
         + "\n"
     )
