@@ -75,3 +75,19 @@ def test_every_calyrex_variant_has_the_late8th_budget_on_the_shipped_backbone():
         )
         got = cal_budget(model, cfg)
         assert abs(got - want) <= 0.02 * want, (v.name, got, want)
+
+
+def test_shipped_ruleworld_config_is_the_study_variant():
+    from pathlib import Path
+
+    from calyrex.ruleworld.demo import FULL
+    from calyrex.training import TrainConfig
+
+    path = Path(__file__).parent.parent / "configs/ruleworld/calyrex-late8th-300steps.yaml"
+    cfg = TrainConfig.from_yaml(path)
+    cfg.validate()
+    (v,) = [v for v in VARIANTS if v.name == "late8th-300steps"]
+    assert (cfg.method, cfg.placement, cfg.layers, cfg.block) == (v.method, v.placement, None, None)
+    assert cfg.max_steps == v.steps and cfg.lr == FULL.lr["calyrex"] and cfg.seed == 0
+    assert (cfg.batch_size, cfg.max_length) == (FULL.batch_size, FULL.max_length)
+    assert cfg.system_pool == [] and cfg.model == "ruleworld"
