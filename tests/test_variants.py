@@ -60,6 +60,12 @@ def test_identity_at_init_is_bit_exact(tok, variant):
     assert torch.equal(base.generate(**plain, **kw), wrapped.generate(**batch, **kw))
 
 
+def test_variant_names_the_fields_that_depart_from_the_paper():
+    assert calyrex.CalyrexConfig().variant() == []
+    both = calyrex.CalyrexConfig(ffn=False, host_gate=True)
+    assert both.variant() == ["ffn=False", "host_gate=True"]
+
+
 def test_attention_only_blocks_have_no_ffn(tok):
     wrapped = _wrapped(tok, ffn=False)
     names = [n for b in wrapped.cal_blocks.values() for n, _ in b.named_parameters()]

@@ -64,6 +64,11 @@ class CalyrexConfig(BlockConfig):
     # tokens outside the system span (a learned per-query, per-head logit bias, 0 at init)
     host_gate: bool = False
 
+    def variant(self) -> list[str]:
+        """The fields in which this block departs from the paper's (``["ffn=False"]``), or []."""
+        paper = {"ffn": True, "host_gate": False}
+        return [f"{k}={getattr(self, k)}" for k, v in paper.items() if getattr(self, k) != v]
+
     def _resolve_more(self, hf_config: Any) -> dict[str, Any]:
         heads = self.num_heads or hf_config.num_attention_heads
         host_head_dim = (

@@ -54,7 +54,7 @@ def table(methods: dict[str, dict], variants: dict[str, dict], steps: int) -> st
         params = f"{v['trainable_params']:,}" if v else "–"
         loss = f"{v['train_loss']:.3f}" if v else "–"
         minutes = f"{v['train_seconds'] / 60:.1f}{'*' if v.get('reused') else ''}" if v else "–"
-        n_steps = v.get("steps") or steps if v else "–"
+        n_steps = (v.get("steps") or steps) if v else "–"
         cells = " | ".join(cell(metrics.get(k)) for k, _ in COLUMNS)
         lines.append(
             f"| {name} | {layers if v else '–'} | {params} | {n_steps} | {loss} | {minutes} "

@@ -20,6 +20,7 @@ from typing import Any
 from safetensors.torch import save_file
 
 from ..adapter_io import AdapterError, check_base, read_config, read_weights, resolve_dir
+from ..config import CalyrexConfig
 from ..markers import span_markers_reason
 from ..resolve import resolve_model
 from ..version import __version__
@@ -71,8 +72,7 @@ def export_vllm(model: str, adapter: str, out: str) -> Path:
             f"{adapter_dir} is a {record['method']!r} adapter; calyrex.vllm serves CALYREX "
             "adapters only"
         )
-    variant = [k for k in ("host_gate",) if record["config"].get(k)]
-    variant += [] if record["config"].get("ffn", True) else ["ffn=False"]
+    variant = CalyrexConfig.from_dict(record["config"]).variant()
     if variant:
         raise AdapterError(
             f"{adapter_dir} is a CALYREX variant ({', '.join(variant)}); calyrex.vllm serves the "
