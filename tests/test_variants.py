@@ -186,3 +186,18 @@ def test_save_load_gives_identical_outputs(tok, variant, tmp_path):
 def test_host_gate_refuses_attention_kernels_that_ignore_it(tok):
     with pytest.raises(ValueError, match="attn_implementation='sdpa'"):
         _wrapped(tok, attn="eager", host_gate=True)
+
+
+def test_host_gate_survives_deepcopy_and_pickle(tok):
+    import copy
+    import io
+
+    wrapped = randomize(_wrapped(tok, host_gate=True))
+    batch = encode(tok, side="left")
+    want = logits(wrapped, batch)
+    clone = copy.deepcopy(wrapped)
+    assert torch.equal(logits(clone, batch), want)
+    buf = io.BytesIO()
+    torch.save(wrapped, buf)
+    buf.seek(0)
+    assert torch.equal(logits(torch.load(buf, weights_only=False), batch), want)
