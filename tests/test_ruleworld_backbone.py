@@ -120,3 +120,34 @@ def test_evaluate_runs_on_plain_and_wrapped_models(world):
     assert set(a["manyshot_success_by_shots"]) == {"1", "2"}
     assert set(a["multiturn_adherence_by_turn"]) == {"1", "2"}
     assert set(a["longctx_adherence_by_tokens"]) == {"0", "64"}
+
+
+@pytest.mark.parametrize("budget", [None, 40, 400])
+def test_batches_hold_every_row_once_within_their_budget(budget):
+    from calyrex.ruleworld.evaluate import batches
+
+    lengths = [7, 300, 12, 12, 90, 1, 45, 45, 45, 500, 33, 2]
+    out = batches(lengths, batch_size=3, batch_tokens=budget)
+    assert sorted(i for b in out for i in b) == list(range(len(lengths)))
+    flat = [lengths[i] for b in out for i in b]
+    assert flat == sorted(lengths)  # shortest first, similar lengths together
+    for b in out:
+        assert len(b) <= 3
+        if budget is not None and len(b) > 1:
+            assert len(b) * max(lengths[i] for i in b) <= budget
+    if budget == 40:  # rows longer than the budget run alone
+        assert [b for b in out if max(lengths[i] for i in b) > 40] == [[6], [7], [8], [4], [1], [9]]
+
+
+@shipped
+def test_generate_by_token_budget_gives_the_same_replies(world):
+    """``batch_tokens`` only regroups rows: the replies are those of fixed-size batches."""
+    from calyrex.ruleworld import attacks
+
+    model, tok = load_backbone(ASSET_DIR)
+    short = [e.messages for e in attacks.rule_examples(world, 6, [("brackets",)], "t-short")]
+    long = [e.messages for e in attacks.longctx_examples(world, 3, 120)]
+    convs = short + long
+    fixed = generate(model, tok, convs, batch_size=4, max_new_tokens=8)
+    budget = generate(model, tok, convs, batch_size=4, max_new_tokens=8, batch_tokens=200)
+    assert budget == fixed

@@ -80,7 +80,7 @@ def test_every_calyrex_variant_has_the_late8th_budget_on_the_shipped_backbone():
 def test_shipped_ruleworld_config_is_the_study_variant():
     from pathlib import Path
 
-    from calyrex.ruleworld.demo import FULL
+    from calyrex.ruleworld.demo import TRAINING
     from calyrex.training import TrainConfig
 
     path = Path(__file__).parent.parent / "configs/ruleworld/calyrex-late8th-300steps.yaml"
@@ -88,6 +88,8 @@ def test_shipped_ruleworld_config_is_the_study_variant():
     cfg.validate()
     (v,) = [v for v in VARIANTS if v.name == "late8th-300steps"]
     assert (cfg.method, cfg.placement, cfg.layers, cfg.block) == (v.method, v.placement, None, None)
-    assert cfg.max_steps == v.steps and cfg.lr == FULL.lr["calyrex"] and cfg.seed == 0
-    assert (cfg.batch_size, cfg.max_length) == (FULL.batch_size, FULL.max_length)
+    assert cfg.max_steps == v.steps and cfg.lr == TRAINING.lr["calyrex"] and cfg.seed == 0
+    assert (cfg.batch_size, cfg.max_length) == (TRAINING.batch_size, TRAINING.max_length)
+    # the recorded study's training (``--full`` now trains otherwise, sized for 30 min)
+    assert (TRAINING.conversations, TRAINING.steps, TRAINING.group_by_length) == (4000, 100, False)
     assert cfg.system_pool == [] and cfg.model == "ruleworld"

@@ -139,6 +139,33 @@ def test_a_run_shorter_than_logging_steps_still_logs_its_last_step(backbone, tmp
     assert [m["step"] for m in metrics] == [3] and "loss" in metrics[0]
 
 
+def test_group_by_length_batches_rows_of_similar_lengths(backbone, tmp_path, monkeypatch):
+    """``group_by_length`` hands the Trainer transformers' LengthGroupedSampler: on a corpus of
+    short and long rows its batches carry less padding than the random sampler's."""
+    from calyrex.training import run
+
+    base_dir, _ = backbone
+    rows = _sort_rows(48)
+    for i, row in enumerate(rows):  # every other row's user turn 30 words longer
+        row["messages"][1]["content"] += " please" * (30 * (i % 2))
+    data = _write_jsonl(tmp_path / "mixed.jsonl", rows)
+    padding = {}
+    collate = run.ChatCollator.__call__
+
+    def counting(self, batch):
+        out = collate(self, batch)
+        padding[key] += out["attention_mask"].numel() - int(out["attention_mask"].sum())
+        return out
+
+    monkeypatch.setattr(run.ChatCollator, "__call__", counting)
+    for key in (False, True):
+        padding[key] = 0
+        cfg = TrainConfig(model=str(base_dir), data=str(data), out=str(tmp_path / str(key)))
+        cfg = dataclasses.replace(cfg, max_steps=12, batch_size=4, group_by_length=key)
+        train(dataclasses.replace(cfg, save_steps=100, progress=False))
+    assert padding[True] < 0.25 * padding[False], padding
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_train_end_to_end_saves_a_loadable_adapter(method, backbone, tmp_path, tok):
     base_dir, data = backbone

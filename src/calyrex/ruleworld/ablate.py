@@ -13,7 +13,7 @@ import torch
 
 from ..placement import placement_layers
 from .corpus import sft_corpus, write_jsonl
-from .demo import DEFAULT, FULL, QUICK, _backbone, _train
+from .demo import DEFAULT, QUICK, TRAINING, _backbone, _train
 from .evaluate import EvalConfig, evaluate
 from .intervals import value
 from .pretrain import load_backbone
@@ -35,13 +35,13 @@ def ablate_ruleworld(
     from ..loading import load_adapter
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
-    cfg = QUICK if quick else FULL
+    cfg = QUICK if quick else TRAINING
     cfg = dataclasses.replace(cfg, steps=steps or cfg.steps)
     world = World(seed)
     path = _backbone(root, quick, seed, backbone)
     data = root / "sft.jsonl"
     write_jsonl(sft_corpus(world, cfg.conversations), data)
-    small = (QUICK if quick else DEFAULT).eval or {}  # the default demo's samples, FULL's training
+    small = (QUICK if quick else DEFAULT).eval or {}  # the default demo's samples
     eval_cfg = EvalConfig(**{**small, "suites": SUITES})
     base, tok = load_backbone(path)
     num_layers = base.config.num_hidden_layers

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from .corpus import sft_corpus, write_jsonl
-from .demo import FULL, DemoConfig, _backbone, _backbone_name, _train, cpu_seconds
+from .demo import TRAINING, DemoConfig, _backbone, _backbone_name, _train, cpu_seconds
 from .evaluate import EvalConfig, evaluate
 from .pretrain import load_backbone
 from .world import World
@@ -82,7 +82,7 @@ def _command(names: list[str] | None, quick: bool) -> str:
 def _steps(v: Variant, cfg: DemoConfig, quick: bool) -> int:
     if v.steps is None:
         return cfg.steps
-    return 2 * v.steps // FULL.steps if quick else v.steps
+    return 2 * v.steps // TRAINING.steps if quick else v.steps
 
 
 def _reuse(out: Path) -> dict | None:
@@ -109,7 +109,7 @@ def run_study(out: str, names: list[str] | None = None, quick: bool = False, see
     root.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
     variants = [v for v in VARIANTS if names is None or v.name in names]
-    cfg = replace(FULL, steps=2, conversations=40) if quick else FULL
+    cfg = replace(TRAINING, steps=2, conversations=40) if quick else TRAINING
     world = World(seed)
     path = _backbone(root, quick, seed, None)
     data = root / "sft.jsonl"

@@ -25,6 +25,7 @@ def train_command(
     logging_steps: int | None = None,
     resume: bool | None = None,
     gradient_checkpointing: bool | None = None,
+    group_by_length: bool | None = None,
     fsdp: bool | None = None,
     tensorboard: bool | None = None,
     on_truncate: str | None = None,

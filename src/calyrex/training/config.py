@@ -36,6 +36,8 @@ class TrainConfig:
     weight_decay: float = 0.0
     scheduler: str = "cosine"
     gradient_checkpointing: bool = False
+    # batches of similar lengths (transformers' LengthGroupedSampler): less padding, faster steps
+    group_by_length: bool = False
     fsdp: bool = False  # FSDP2 (fully_shard per decoder layer) under torchrun / accelerate
     resume: bool = False
     tensorboard: bool = False

@@ -119,6 +119,7 @@ def _training_args(cfg: TrainConfig) -> Any:
         fp16=cfg.precision == "fp16",
         seed=cfg.seed,
         data_seed=cfg.seed,
+        train_sampling_strategy="group_by_length" if cfg.group_by_length else "random",
         save_strategy="steps",
         save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit,
