@@ -3,9 +3,13 @@
     python scripts/ruleworld_study.py --out runs/study                 # every variant (an hour or more on 2 cores)
     python scripts/ruleworld_study.py --out runs/study --variants late8th lora
     python scripts/ruleworld_study.py --out runs/study --record        # also docs/ + README
+    python scripts/ruleworld_study.py --out runs/study --variants late8th-300steps lora-300steps \
+        --train-seeds 0 1 2 --record-as study-seeds                    # the verdict over seeds
 
 ``--record`` copies ``OUT/study.json`` to ``docs/ruleworld/study.json``, draws
-``docs/ablation-ruleworld.png`` from it and regenerates the README's RuleWorld section.
+``docs/ablation-ruleworld.png`` from it and regenerates the README's RuleWorld section;
+``--record-as NAME`` records it as ``docs/ruleworld/NAME.json`` (no plot). ``--train-seeds``
+trains every variant once per seed (seed 0's adapters in ``OUT/NAME`` are reused).
 """
 
 from __future__ import annotations
@@ -28,17 +32,21 @@ def main() -> int:
     parser.add_argument("--out", default="ruleworld-study")
     parser.add_argument("--variants", nargs="+", choices=[v.name for v in VARIANTS])
     parser.add_argument("--quick", action="store_true", help="a CI-sized run (wiring only)")
+    parser.add_argument("--train-seeds", nargs="+", type=int)
     parser.add_argument("--record", action="store_true")
+    parser.add_argument("--record-as", metavar="NAME")
     args = parser.parse_args()
-    entry = run_study(args.out, args.variants, args.quick)
+    entry = run_study(args.out, args.variants, args.quick, train_seeds=args.train_seeds)
     study = Path(args.out) / "study.json"
     print(render_study(study))
-    if args.record:
-        shutil.copyfile(study, DOCS / "study.json")
-        plot(entry["results"]["methods"], ROOT / "docs" / "ablation-ruleworld.png")
+    if args.record or args.record_as:
+        name = args.record_as or "study"
+        shutil.copyfile(study, DOCS / f"{name}.json")
+        if name == "study":
+            plot(entry["results"]["methods"], ROOT / "docs" / "ablation-ruleworld.png")
         readme = ROOT / "README.md"
         readme.write_text(rewrite(readme.read_text(), DOCS))
-        print(f"recorded -> {DOCS / 'study.json'}, docs/ablation-ruleworld.png, README.md")
+        print(f"recorded -> {DOCS / f'{name}.json'}, README.md")
     return 0
 
 

@@ -21,6 +21,23 @@ def test_quick_study_trains_matched_variants_and_renders(tmp_path):
     assert "| six-narrow | 1,3,5,7,9,11 |" in text and "LoRA was not run" in text
 
 
+def test_study_over_training_seeds_reuses_seed_0_and_averages(tmp_path):
+    """``train_seeds``: seed 0's adapter (already trained) is reused, the others train into
+    ``NAME-seedS``; every rate is the mean over the seeds with each seed's kept."""
+    first = run_study(str(tmp_path), ["late8th"], quick=True)
+    entry = run_study(str(tmp_path), ["late8th"], quick=True, train_seeds=[0, 1])
+    assert (tmp_path / "late8th-seed1" / "adapter").is_dir()
+    results = entry["results"]
+    trained = results["setup"]["variants"]["late8th"]
+    assert trained["reused"] and len(trained["train_losses"]) == 2
+    assert results["per_seed"]["late8th"]["0"] == first["results"]["methods"]["late8th"]
+    heldout = results["methods"]["late8th"]["rule_adherence_heldout"]
+    seeds = [results["per_seed"]["late8th"][s]["rule_adherence_heldout"]["rate"] for s in "01"]
+    assert heldout["seeds"] == seeds and abs(heldout["rate"] - sum(seeds) / 2) < 1e-3
+    assert entry["command"].endswith("--train-seeds 0 1")
+    assert "training seeds 0, 1" in render_study(tmp_path / "study.json")
+
+
 def _metrics(heldout, attacks, tasks):
     rate = {k: proportion([True, False]) for k, _ in COLUMNS}
     rate["rule_adherence_heldout"] = proportion([True] * heldout + [False] * (100 - heldout))

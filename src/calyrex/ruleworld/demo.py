@@ -60,11 +60,11 @@ DEFAULT = DemoConfig(
     | {"context_tokens": (0, 512, 1024)},
 )
 # ``--full``: 100 steps, three training seeds, >= 128 examples per suite, 64 per attack family.
-# Sized for 30 min on 2 idle cores (each measured there): training batches grouped by length
-# (2.5× the tokens/s of random batches, which are 58 % padding); long prompts generated alone
-# (``batch_tokens``: a padded batch takes the masked attention kernel, 2× at 4,096 tokens); LoRA
-# evaluated merged (27 % faster); contexts to 2,048 tokens, 8× the backbone's training length
-# (4,096 cost as much as all other suites together); six turns, as the default and the study
+# Sized for 30 min on 2 idle cores, each cut measured by ``benchmarks/ruleworld_sizing.py``:
+# training batches grouped by length (random ones are mostly padding); long prompts generated
+# alone (``batch_tokens``: a padded batch takes the masked attention kernel, the whole square);
+# LoRA evaluated merged; contexts to 2,048 tokens, 8× the backbone's training length (a 4,096
+# prompt costs more than two 2,048 ones); six turns, as the default and the study
 FULL = DemoConfig(
     conversations=2000,  # 100 steps × 16 rows use 1,600
     seeds=(0, 1, 2),

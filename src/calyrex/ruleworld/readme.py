@@ -67,11 +67,37 @@ def _setup_line(setup: dict) -> str:
     params = ", ".join(
         f"{m} {setup[m]['trainable_params']:,}" for m in ("calyrex", "lora", "parallel_mlp")
     )
+    grouped = " grouped by length" if setup.get("group_by_length") else ""
     return (
         f"{setup['sft_conversations']:,} SFT conversations, {setup['steps']} steps of batch "
-        f"{setup['batch_size']}, training seeds {setup.get('train_seeds', [setup['seed']])}; "
-        f"{ev['n']} examples per suite ({ev.get('long_n') or ev['n']} per context length, "
-        f"{ev.get('family_n') or ev['n']} per attack family); trainable parameters: {params}."
+        f"{setup['batch_size']}{grouped}, training seeds "
+        f"{setup.get('train_seeds', [setup['seed']])}; {ev['n']} examples per suite "
+        f"({ev.get('long_n') or ev['n']} per context length up to "
+        f"{max(ev['context_tokens']):,} tokens, {ev.get('family_n') or ev['n']} per attack "
+        f"family, {ev['turns']}-turn sessions); trainable parameters: {params}."
+    )
+
+
+def render_sizing(entry: dict, name: str) -> str:
+    """``benchmarks/ruleworld_sizing.py``'s record: what ``--full``'s shape rests on."""
+    r = entry["results"]
+    pad, tps = r["padding_share"], r["train_tokens_per_second"]
+    gen, lora, ratio = r["long_prompt_seconds_per_example"], r["lora_generation"], r["ratios"]
+    return (
+        f"{run_line(entry, name)} What `--full`'s shape rests on, measured in this one run:\n\n"
+        f"- padded share of `--full`'s first 100 training batches: {pad['random']:.2f} in random "
+        f"batches, {pad['grouped']:.2f} grouped by length;\n"
+        f"- training speed (calyrex, 10 steps): {tps['random']:,.0f} non-padding tokens/s in "
+        f"random batches, {tps['grouped']:,.0f} grouped "
+        f"(×{ratio['train_tokens_per_second_grouped_vs_random']});\n"
+        f"- greedy generation at 2,048 tokens: {gen['2048_padded_batch']:.2f} s per example in "
+        f"one padded batch, {gen['2048_alone']:.2f} s alone "
+        f"(×{ratio['long_prompt_padded_vs_alone_2048']}); at 4,096 tokens alone "
+        f"{gen['4096_alone']:.2f} s (×{ratio['long_prompt_4096_vs_2048_alone']} the 2,048-token "
+        f"cost);\n"
+        f"- LoRA answering the same short prompts: {lora['adapter_seconds']:.1f} s as a PEFT "
+        f"adapter, {lora['merged_seconds']:.1f} s merged "
+        f"(×{ratio['lora_merged_vs_adapter_time']}).\n"
     )
 
 
@@ -79,6 +105,8 @@ def render(path: Path) -> str:
     entry = json.loads(path.read_text())
     if entry.get("kind") == "study":
         return render_study(path)
+    if entry.get("kind") == "sizing":
+        return render_sizing(entry, path.name)
     methods, setup = entry["results"]["methods"], entry["results"]["setup"]
     note = f"{entry['note']} " if entry.get("note") else ""  # what the record predates
     plots = " ".join(f"![{p[3]}](docs/ruleworld/{path.stem}-{p[3]})" for p in PLOTS)

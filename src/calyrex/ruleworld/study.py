@@ -21,6 +21,7 @@ import torch
 from .corpus import sft_corpus, write_jsonl
 from .demo import TRAINING, DemoConfig, _backbone, _backbone_name, _train, cpu_seconds
 from .evaluate import EvalConfig, evaluate
+from .intervals import over_seeds
 from .pretrain import load_backbone
 from .world import World
 
@@ -73,9 +74,10 @@ EVAL = dict(n=64, family_n=32, turns=6, max_new_tokens=24)
 QUICK_EVAL = dict(n=4, family_n=2, turns=2, max_new_tokens=8)
 
 
-def _command(names: list[str] | None, quick: bool) -> str:
+def _command(names: list[str] | None, quick: bool, train_seeds: list[int] | None = None) -> str:
     flags = ["--quick"] if quick else []
     flags += ["--variants", *names] if names else []
+    flags += ["--train-seeds", *map(str, train_seeds)] if train_seeds else []
     return " ".join(["python", "scripts/ruleworld_study.py", *flags])
 
 
@@ -98,10 +100,34 @@ def _reuse(out: Path) -> dict | None:
     }
 
 
-def run_study(out: str, names: list[str] | None = None, quick: bool = False, seed: int = 0) -> dict:
+def _over_seeds(infos: list[dict]) -> dict:
+    """One variant's training record over its seeds: mean loss (each seed's kept), total time."""
+    if len(infos) == 1:
+        return infos[0]
+    losses = [i["train_loss"] for i in infos]
+    return {
+        "trainable_params": infos[0]["trainable_params"],
+        "train_loss": round(sum(losses) / len(losses), 4),
+        "train_losses": losses,
+        "train_seconds": round(sum(i["train_seconds"] for i in infos), 1),
+        **({"reused": True} if any(i.get("reused") for i in infos) else {}),
+    }
+
+
+def run_study(
+    out: str,
+    names: list[str] | None = None,
+    quick: bool = False,
+    seed: int = 0,
+    train_seeds: list[int] | None = None,
+) -> dict:
     """Train and evaluate the base and every variant in ``names`` (default: all; a variant
     already trained into ``OUT/NAME`` is reused, not retrained); write ``OUT/study.json``
-    (``{"kind", "command", "seconds", "cpus", "load_average", "results"}``)."""
+    (``{"kind", "command", "seconds", "cpus", "load_average", "results"}``). With
+    ``train_seeds`` each variant is trained once per seed (``OUT/NAME`` for ``seed``,
+    ``OUT/NAME-seedS`` for the others; the world, corpus and evaluation sets stay ``seed``'s) and
+    every rate is the mean over the seeds with the wider of the seeds' t-interval and the
+    examples' own (:func:`~calyrex.ruleworld.intervals.over_seeds`); ``per_seed`` keeps each."""
     from ..loading import load_adapter
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
@@ -109,6 +135,7 @@ def run_study(out: str, names: list[str] | None = None, quick: bool = False, see
     root.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
     variants = [v for v in VARIANTS if names is None or v.name in names]
+    seeds = list(train_seeds) if train_seeds else [seed]
     cfg = replace(TRAINING, steps=2, conversations=40) if quick else TRAINING
     world = World(seed)
     path = _backbone(root, quick, seed, None)
@@ -125,38 +152,49 @@ def run_study(out: str, names: list[str] | None = None, quick: bool = False, see
         "steps": cfg.steps,
         "batch_size": cfg.batch_size,
         "lr": cfg.lr,
+        "train_seeds": seeds,
         "eval": {k: v for k, v in vars(eval_cfg).items() if k != "progress"},
         "variants": trained,
     }
+    per_seed: dict[str, dict] = {}
 
     def save() -> dict:  # after every variant: an interrupted study keeps what it measured
         entry = {
             "kind": "study",
-            "command": _command(names, quick),
+            "command": _command(names, quick, train_seeds),
             "seconds": round(time.time() - start, 1),
             "cpu_seconds": cpu_seconds(),
             "cpus": torch.get_num_threads(),
             "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
-            "results": {"methods": methods, "setup": setup},
+            "results": {"methods": methods, "setup": setup}
+            | ({"per_seed": per_seed} if len(seeds) > 1 else {}),
         }
         (root / "study.json").write_text(json.dumps(entry, indent=2) + "\n")
         return entry
 
     entry = save()
     for v in variants:
-        info = _reuse(root / v.name) or _train(
-            v.method,
-            path,
-            data,
-            root / v.name,
-            replace(cfg, steps=_steps(v, cfg, quick)),
-            seed,
-            placement=v.placement,
-            layers=list(v.layers) if v.layers else None,
-            block=dict(v.block) or None,
-        )
-        trained[v.name] = {**asdict(v), **info}
-        model = load_adapter(load_backbone(path)[0], str(root / v.name / "adapter"))
-        methods[v.name] = evaluate(model, tok, world, eval_cfg)
+        infos, runs = [], {}
+        for s in seeds:
+            where = root / (v.name if s == seed else f"{v.name}-seed{s}")
+            infos.append(
+                _reuse(where)
+                or _train(
+                    v.method,
+                    path,
+                    data,
+                    where,
+                    replace(cfg, steps=_steps(v, cfg, quick)),
+                    s,
+                    placement=v.placement,
+                    layers=list(v.layers) if v.layers else None,
+                    block=dict(v.block) or None,
+                )
+            )
+            model = load_adapter(load_backbone(path)[0], str(where / "adapter"))
+            runs[str(s)] = evaluate(model, tok, world, eval_cfg)
+        trained[v.name] = {**asdict(v), **_over_seeds(infos)}
+        methods[v.name] = over_seeds(list(runs.values())) if len(runs) > 1 else runs[str(seed)]
+        per_seed[v.name] = runs
         entry = save()
     return entry

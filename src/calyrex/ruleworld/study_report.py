@@ -99,6 +99,16 @@ def verdicts(methods: dict[str, dict], variants: dict[str, dict]) -> list[str]:
     return [*lines, "", goal]
 
 
+def _seeds(setup: dict) -> str:
+    seeds = setup.get("train_seeds", [setup["seed"]])
+    if len(seeds) == 1:
+        return f"training seed {seeds[0]}"
+    return (
+        f"training seeds {', '.join(map(str, seeds))} (each rate the mean over the seeds, its "
+        "interval the wider of the seeds' t-interval and the examples' own; loss the mean)"
+    )
+
+
 def render_study(path: Path) -> str:
     entry = json.loads(path.read_text())
     methods, setup = entry["results"]["methods"], entry["results"]["setup"]
@@ -107,7 +117,7 @@ def render_study(path: Path) -> str:
     return (
         f"{run_line(entry, path.name)} "
         f"{setup['sft_conversations']:,} SFT conversations, {setup['steps']} steps of batch "
-        f"{setup['batch_size']} unless noted, training seed {setup['seed']}, the demo's learning "
+        f"{setup['batch_size']} unless noted, {_seeds(setup)}, the demo's learning "
         f"rates; {ev['n']} examples per suite ({ev['family_n']} per attack family, "
         f"{ev['turns']}-turn sessions). {notes}.\n\n"
         f"{table(methods, setup['variants'], setup['steps'])}\n{REUSED}\n\n"
