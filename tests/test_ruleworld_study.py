@@ -69,6 +69,10 @@ def test_goal_needs_lora_level_rules_and_attacks_and_base_tasks():
     assert any(line.startswith("- **d vs lora-300**: worse on held-out") for line in lines)
     assert lines[-1].startswith("**Goal met by**: a (vs lora) (")
     assert {v.name for v in VARIANTS} >= {"late8th", "mid8th", "every4", "lora"}
+    # a study of one pair (the seeds record): its LoRA need not be called ``lora``
+    pair = {k: methods[k] for k in ("base", "a", "lora-300")}
+    lines = verdicts(pair, {"a": variants["a"], "lora-300": variants["lora-300"]})
+    assert lines[0].startswith("- **a vs lora-300**: worse on held-out")
 
 
 def test_every_calyrex_variant_has_the_late8th_budget_on_the_shipped_backbone():

@@ -64,14 +64,16 @@ def table(methods: dict[str, dict], variants: dict[str, dict], steps: int) -> st
 
 
 def reference(v: dict, variants: dict[str, dict]) -> str:
-    """The LoRA a variant is judged against: the one trained for as many steps, else ``lora``."""
-    same = [n for n, w in variants.items() if w["method"] == "lora" and w["steps"] == v["steps"]]
-    return same[0] if same else "lora"
+    """The LoRA a variant is judged against: the one trained for as many steps, else ``lora``
+    (else the first LoRA of the study)."""
+    loras = [n for n, w in variants.items() if w["method"] == "lora"]
+    same = [n for n in loras if variants[n]["steps"] == v["steps"]]
+    return same[0] if same else "lora" if "lora" in loras else loras[0]
 
 
 def verdicts(methods: dict[str, dict], variants: dict[str, dict]) -> list[str]:
     """Per CALYREX variant: separations from its LoRA, and whether it meets the goal."""
-    if "lora" not in methods:
+    if not any(v["method"] == "lora" for v in variants.values()):
         return ["LoRA was not run: nothing to compare with."]
     base, lines, met = methods["base"], [], []
     for name, v in variants.items():
