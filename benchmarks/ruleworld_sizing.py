@@ -40,15 +40,14 @@ def _timed(fn, *args, **kwargs) -> tuple[float, object]:
     return time.perf_counter() - start, out
 
 
-def padding_shares(tok, world, cfg) -> dict:
-    """Padded-token share of the first batches of each sampler over --full's corpus."""
+def padding_shares(tok, conversations: list, max_length: int) -> dict:
+    """Padded-token share of the first batches of each sampler over --full's corpus, encoded as
+    training encodes it."""
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
-    from calyrex.chat import encode_one
-    from calyrex.ruleworld.corpus import sft_corpus
+    from calyrex.training.data import encode_conversations
 
-    conversations = list(sft_corpus(world, cfg.conversations))
-    lengths = [min(len(encode_one(tok, c)["input_ids"]), cfg.max_length) for c in conversations]
+    lengths = [len(r["input_ids"]) for r in encode_conversations(tok, conversations, max_length)]
     torch.manual_seed(0)
     orders = {
         "random": torch.randperm(len(lengths)).tolist(),
@@ -127,10 +126,11 @@ def main() -> int:
     world = World(0)
     model, tok = load_backbone(ASSET_DIR)
     model.eval()
-    results = {"padding_share": padding_shares(tok, world, FULL)}
+    conversations = list(sft_corpus(world, FULL.conversations))
+    results = {"padding_share": padding_shares(tok, conversations, FULL.max_length)}
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "sft.jsonl"
-        write_jsonl(sft_corpus(world, FULL.conversations), data)
+        write_jsonl(conversations, data)
         results["train_tokens_per_second"] = training_speed(FULL, data, Path(tmp))
     results["long_prompt_seconds_per_example"] = long_prompts(model, tok, world)
     results["lora_generation"] = lora_merged(ASSET_DIR, tok, world)
