@@ -92,6 +92,19 @@ def weight_signature(model: nn.Module, n: int = 16) -> list[float]:
 SAMPLES_PER_TENSOR = 8
 
 
+def sample_positions(numel: int, n: int) -> torch.Tensor:
+    """``min(n, numel)`` evenly spaced flat positions in ``[0, numel)``, first and last included.
+
+    Integer arithmetic (int64): a float32 ``linspace`` cannot represent positions above 2^24, so
+    its last sample rounded past the end of any tensor with more than ~16.7 M elements.
+    """
+    k = min(n, numel)
+    if k <= 1:
+        return torch.zeros(k, dtype=torch.long)
+    steps = torch.arange(k, dtype=torch.long)
+    return (steps * (numel - 1) * 2 + (k - 1)) // (2 * (k - 1))  # round(i * (numel-1) / (k-1))
+
+
 @torch.no_grad()
 def weight_samples(model: nn.Module, n: int = SAMPLES_PER_TENSOR) -> dict[str, list[float]]:
     """``n`` values of every base weight tensor at fixed, evenly spaced flat positions.
@@ -105,7 +118,7 @@ def weight_samples(model: nn.Module, n: int = SAMPLES_PER_TENSOR) -> dict[str, l
         if is_adapter_param(name):
             continue
         flat = param.detach().reshape(-1)
-        idx = torch.linspace(0, flat.numel() - 1, min(n, flat.numel())).round().long()
+        idx = sample_positions(flat.numel(), n)
         out[host_name(name)] = [float(x) for x in flat[idx.to(flat.device)].float().tolist()]
     return out
 

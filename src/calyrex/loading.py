@@ -73,16 +73,23 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike) -> None:
 
 
 def load_model(
-    model: str, adapter: str | None = None, dtype: str = "float32", device: str = "cpu"
+    model: str, adapter: str | None = None, dtype: str = "auto", device: str | None = None
 ) -> tuple[nn.Module, Any]:
-    """(model in eval mode, tokenizer): ``model`` through the one resolver, ``adapter`` on it."""
+    """(model in eval mode, tokenizer): ``model`` through the one resolver, ``adapter`` on it.
+
+    ``dtype``: ``auto`` (bf16 where this machine is fast at it, else fp32: ``calyrex.precision``),
+    or ``float32`` / ``bfloat16`` / ``float16``; ``device`` None: CUDA when available.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from .precision import resolve as resolve_precision
     from .resolve import resolve_model
 
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch_dtype = resolve_precision(dtype, device).dtype
     path = resolve_model(model)
     tok = AutoTokenizer.from_pretrained(path)
-    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device)
+    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device)
     loaded = load_adapter(hf_model, adapter, tokenizer=tok) if adapter else hf_model
-    return loaded.eval(), tok
+    return loaded.to(torch_dtype).eval(), tok

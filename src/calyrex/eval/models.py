@@ -20,17 +20,6 @@ def load_model(
     model: str, adapter: str | None = None, dtype: str = "auto", device: str | None = None
 ) -> tuple[Any, Any]:
     """(model, tokenizer) for ``model`` (a directory or hub id) with ``adapter`` attached."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from ..loading import load_model as load
 
-    from ..resolve import resolve_model
-
-    model = resolve_model(model)
-    tok = AutoTokenizer.from_pretrained(model)
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
-    hf_model = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype).to(device).eval()
-    if adapter:
-        hf_model = attach_adapter(hf_model, adapter, tokenizer=tok)
-    return hf_model, tok
+    return load(model, adapter, dtype, device)

@@ -128,6 +128,7 @@ def _train(
             save_steps=10**9,
             logging_steps=max(1, cfg.steps // 10),
             group_by_length=cfg.group_by_length,
+            precision="fp32",  # the recorded runs are fp32, on every machine
         )
     )
     return {

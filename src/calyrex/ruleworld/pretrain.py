@@ -34,6 +34,11 @@ from .world import World
 ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "ruleworld"
 
 
+def asset_dir() -> Path:
+    """The packaged backbone's directory (the ``ruleworld`` entry of the model resolver)."""
+    return ASSET_DIR
+
+
 @dataclass
 class PretrainConfig:
     seed: int = 0

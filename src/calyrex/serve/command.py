@@ -23,8 +23,8 @@ def serve(
     cache_bytes: int = 1 << 30,
     cache_salt: str = "",
     served_model_name: str | None = None,
-    dtype: str = "float32",
-    device: str = "cpu",
+    dtype: str = "auto",
+    device: str | None = None,
     shutdown_grace: float = 10.0,
 ) -> int:
     """Serve MODEL (+ ADAPTER) behind an OpenAI-compatible API (/v1/chat/completions).
@@ -34,6 +34,7 @@ def serve(
     --later-system reject|user set the span policy. --max-concurrency requests decode together,
     --max-queue more wait, then 429. --cache-bytes bounds the system-prompt cache (0: off);
     --cache-salt separates tenants. The served model id is --served-model-name (default: MODEL).
+    --dtype auto (bf16 where this machine is fast at it, else float32) | float32 | bfloat16.
     """
     import uvicorn
 

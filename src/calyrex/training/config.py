@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PRECISIONS = ("fp32", "bf16", "fp16")
-
 
 @dataclass
 class TrainConfig:
@@ -27,7 +25,7 @@ class TrainConfig:
     batch_size: int = 8
     grad_accum: int = 1
     max_length: int = 1024
-    precision: str = "fp32"
+    precision: str = "auto"  # bf16 where this machine is fast at it, else fp32 (calyrex.precision)
     seed: int = 0
     save_steps: int = 500
     save_total_limit: int = 2
@@ -52,6 +50,7 @@ class TrainConfig:
         """Fail before any compute on options that cannot work."""
         from ..methods import check_method
         from ..placement import PRESETS
+        from ..precision import PRECISIONS
 
         check_method(self.method)
         if self.layers is None and self.placement not in PRESETS:

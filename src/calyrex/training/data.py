@@ -3,7 +3,9 @@
 Accepted rows, from JSONL files or any ``datasets`` source:
 - OpenAI ``{"messages": [{"role", "content"}, ...]}``;
 - ShareGPT ``{"conversations": [{"from", "value"}, ...]}``;
-- pairs ``{"prompt", "response" | "completion", "system"?}``.
+- pairs ``{"prompt", "response" | "completion", "system"?}``;
+- instructions (Alpaca, Dolly, GPTeacher) ``{"instruction", "input" | "context"?,
+  "output" | "response", "system"?}``: the input or context follows the instruction.
 
 A source is ``PATH_OR_HUB_ID[:SPLIT][#N]`` (``#N`` keeps the first N rows); several sources,
 comma-separated or as a list, form a mixture. Labels cover assistant contents only (every
@@ -84,8 +86,14 @@ def normalise(row: Any, where: str) -> list[dict[str, str]]:
             {"role": "user", "content": str(row["prompt"])},
             {"role": "assistant", "content": str(answer)},
         ]
+    answer = row.get("output", row.get("response"))
+    if "instruction" in row and answer is not None:
+        extra = row.get("input") or row.get("context") or ""
+        prompt = f"{row['instruction']}\n\n{extra}" if str(extra).strip() else row["instruction"]
+        return normalise({"prompt": prompt, "response": answer, "system": row.get("system")}, where)
     raise DataError(
-        f"{where}: unknown row format with keys {sorted(row)}; expected messages, conversations or prompt/response"
+        f"{where}: unknown row format with keys {sorted(row)}; expected messages, conversations, "
+        "prompt/response or instruction/output"
     )
 
 

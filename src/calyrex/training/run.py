@@ -19,6 +19,8 @@ from ..config import CalyrexConfig
 from ..markers import span_markers_reason
 from ..methods import adapt
 from ..model import CalyrexModel, count_trainable, whole
+from ..precision import Choice
+from ..precision import resolve as resolve_precision
 from .config import TrainConfig
 from .data import DEFAULT_SYSTEM_POOL, EncodeStats, encode_conversations, load_conversations
 
@@ -94,11 +96,11 @@ FSDP2 = {
 }
 
 
-def _training_args(cfg: TrainConfig) -> Any:
+def _training_args(cfg: TrainConfig, precision: str) -> Any:
     from transformers import TrainingArguments
 
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1  # launched by torchrun / accelerate
-    if cfg.precision == "fp16" and not torch.cuda.is_available():
+    if precision == "fp16" and not torch.cuda.is_available():
         raise ValueError("precision fp16 needs a CUDA GPU; use fp32 (or bf16) on CPU")
     if cfg.fsdp and not torch.cuda.is_available():  # accelerate would silently fall back to DDP
         raise ValueError(
@@ -115,8 +117,8 @@ def _training_args(cfg: TrainConfig) -> Any:
         lr_scheduler_type=cfg.scheduler,
         warmup_steps=cfg.warmup_ratio,
         weight_decay=cfg.weight_decay,
-        bf16=cfg.precision == "bf16",
-        fp16=cfg.precision == "fp16",
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
         seed=cfg.seed,
         data_seed=cfg.seed,
         train_sampling_strategy="group_by_length" if cfg.group_by_length else "random",
@@ -147,9 +149,14 @@ def train(cfg: TrainConfig) -> TrainResult:
     cfg.validate()
     start = time.perf_counter()
     out = Path(cfg.out)
-    args = _training_args(cfg)  # before the model: it sets up the process group under torchrun
+    # bf16 / fp16 are autocast over fp32 weights on CPU (adapter master weights and optimizer
+    # state stay fp32); on CUDA the frozen backbone is stored in bf16
+    choice = resolve_precision(cfg.precision, "cuda" if torch.cuda.is_available() else "cpu")
+    args = _training_args(cfg, choice.precision)  # first: sets up the process group (torchrun)
     dtype = (
-        torch.bfloat16 if cfg.precision == "bf16" and torch.cuda.is_available() else torch.float32
+        torch.bfloat16
+        if choice.precision == "bf16" and torch.cuda.is_available()
+        else torch.float32
     )
     tok, base = load_backbone(cfg.model, cfg.revision, cfg.trust_remote_code, dtype)
     stats = EncodeStats()
@@ -182,7 +189,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     if cfg.progress:
         trainer.add_callback(LossBar())
     if trainer.is_world_process_zero():
-        _print_summary(cfg, counts, trainable, stats, resume_from)
+        _print_summary(cfg, counts, trainable, stats, resume_from, choice)
     result = trainer.train(resume_from_checkpoint=resume_from)
     checksums = _gather(adapter_checksum(model))
     adapter_dir = out / "adapter"
@@ -191,6 +198,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         _save_final(model, tok, adapter_dir, state)
         summary = {
             "config": cfg.to_dict(),
+            "precision": {"chosen": choice.precision, "reason": choice.reason},
             "trainable_params": trainable,
             "matched_params": counts,
             "data": stats.summary(),
@@ -220,10 +228,16 @@ def _save_final(model: Any, tok: Any, adapter_dir: Path, state: dict | None) -> 
 
 
 def _print_summary(
-    cfg: TrainConfig, counts: dict[str, int], trainable: int, stats: EncodeStats, resume: str | None
+    cfg: TrainConfig,
+    counts: dict[str, int],
+    trainable: int,
+    stats: EncodeStats,
+    resume: str | None,
+    choice: Choice,
 ) -> None:
     lines = [
         f"method {cfg.method}  placement {cfg.layers or cfg.placement}  trainable {trainable:,}",
+        f"precision {choice.precision} ({cfg.precision}: {choice.reason})",
         "parameter-matched counts: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()),
         f"data: {stats.kept} conversations kept, skipped {dict(stats.skipped) or 'none'}",
     ]
