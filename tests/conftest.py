@@ -64,3 +64,14 @@ def pair(tok):
         tokenizer=tok,
     )
     return base, randomize(wrapped)
+
+
+@pytest.fixture(scope="session")
+def real_data():
+    """``../shared/data/real`` (public SFT, attack and capability sets); skipped where absent."""
+    from calyrex.eval.data import shared_data_dir
+
+    root = shared_data_dir() / "real"
+    if not root.is_dir():
+        pytest.skip(f"the shared real data is not at {root}")
+    return root

@@ -14,7 +14,8 @@ from calyrex.bench import flops
 from calyrex.bench.command import bench
 from calyrex.bench.measure import peak_bytes
 from calyrex.bench.shapes import backbone_config
-from calyrex.testing import tiny_model
+from calyrex.precision import choose
+from calyrex.testing import tiny_model, tiny_tokenizer
 from conftest import randomize
 
 HEADLINES = (
@@ -39,6 +40,64 @@ def test_quick_benchmark_runs_end_to_end(tmp_path, capsys):
     assert max(counts) / min(counts) < 1.02  # parameter-matched
     assert all(m["activation_bytes"] > 0 for m in methods.values())
     assert "Training step" in capsys.readouterr().out
+
+
+TINY_SIZES = dict(  # seconds on a tiny model
+    train_batch=1, train_tokens=32, train_system=8, train_labelled=8, train_steps=1,
+    system_tokens=8, conversation_tokens=16, decode_steps=2, repeats=1, decode_contexts=[64],
+)  # fmt: skip
+
+
+def test_a_real_model_by_name_is_the_backbone(tmp_path, capsys):
+    """--model loads a saved model through the resolver and records it in place of a shape."""
+    directory = tmp_path / "tiny-llama"
+    tiny_model("llama", num_hidden_layers=8).save_pretrained(directory)
+    tiny_tokenizer("llama3").save_pretrained(directory)
+    out = tmp_path / "bench.json"
+    code = bench(
+        model=str(directory), preset="quick", sections=["train", "inference"], dtype="float32",
+        json=str(out), **TINY_SIZES,
+    )  # fmt: skip
+    assert code == 0
+    results = json.loads(out.read_text())
+    assert "shape" not in results and results["settings"]["shape"] is None
+    assert results["model"] == {
+        "name": str(directory),
+        "path": str(directory),
+        "model_type": "llama",
+        "hidden_size": 32,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 64,
+        "vocab_size": 384,
+        "tie_word_embeddings": False,
+    }
+    assert results["train"]["case"]["tokens"] == 32 and results["inference"]["tokens"] == 27
+    for key in HEADLINES:
+        assert math.isfinite(results[key]) and results[key] > 0, key
+    assert f"model: {directory}" in capsys.readouterr().out
+
+
+def test_a_model_and_a_shape_together_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="not both"):
+        bench(model=str(tmp_path), shape="tiny", quick=True)
+
+
+def test_auto_dtype_is_resolved_and_recorded(tmp_path, capsys):
+    """On CPU ``auto`` is the default; the dtype it picks and why are in the JSON and printed."""
+    out = tmp_path / "bench.json"
+    assert bench(quick=True, sections=["inference"], json=str(out), **TINY_SIZES) == 0
+    results = json.loads(out.read_text())
+    picked = choose("cpu")
+    assert results["settings"]["dtype"] == "auto"
+    assert results["machine"]["precision"] == {
+        "asked": "auto", "chosen": picked.precision, "reason": picked.reason
+    }  # fmt: skip
+    assert results["machine"]["dtype"] == str(picked.dtype).removeprefix("torch.")
+    assert f"precision: {picked.precision} (auto: {picked.reason})" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="precision must be one of"):
+        bench(quick=True, dtype="float8", sections=["inference"])
 
 
 def test_shared_prompt_equals_prefilling_every_row():

@@ -7,6 +7,7 @@ from .config import BenchConfig
 
 def bench(
     shape: str | None = None,
+    model: str | None = None,
     preset: str | None = None,
     quick: bool = False,
     sections: list[str] | None = None,
@@ -40,12 +41,15 @@ def bench(
 ) -> int:
     """Measure CALYREX vs LoRA / ParallelMLP (training) and vs the base model (inference).
 
-    Backbones of real shape with random weights (--shape qwen2.5-0.5b | qwen2.5-1.5b | tiny);
-    --preset full (the issue's sizes, default on CUDA) | cpu (default without CUDA) | quick
-    (tiny, seconds); any size flag overrides the preset. --sections picks from train,
-    inference, scaling, shared (the default: all four) and serve (calyrex serve on loopback:
-    --serve-model ruleworld|tiny, --serve-system, --serve-tokens, --serve-streams,
-    --serve-requests, --serve-rounds, --serve-time-limit). --json FILE writes every figure.
+    Backbones of real shape with random weights (--shape qwen2.5-0.5b | qwen2.5-1.5b | tiny),
+    or a real model in their place (--model smollm2 | ruleworld | a directory | a hub id).
+    --dtype auto (the default on CPU: bf16 where this CPU is fast at it, else fp32) | float32 |
+    bfloat16 (the default on CUDA) | float16. --preset full (the issue's sizes, default on
+    CUDA) | cpu (default without CUDA) | quick (tiny, seconds); any size flag overrides the
+    preset. --sections picks from train, inference, scaling, shared (the default: all four)
+    and serve (calyrex serve on loopback: --serve-model ruleworld|tiny, --serve-system,
+    --serve-tokens, --serve-streams, --serve-requests, --serve-rounds, --serve-time-limit).
+    --json FILE writes every figure.
     """
     options = {k: v for k, v in locals().items() if k not in ("quick", "threads", "json")}
     import torch

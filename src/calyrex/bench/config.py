@@ -2,6 +2,9 @@
 
 Presets: ``full`` is the issue's setting (GPU default), ``cpu`` fits a 2-core CPU in minutes
 (the default without CUDA), ``quick`` is a tiny shape that runs end to end in seconds (CI).
+``model`` measures a real model (a name ``calyrex.resolve`` knows, a directory, a hub id) in
+place of the preset's random-weight ``shape``. ``dtype`` ``auto`` (the default without CUDA) is
+what ``calyrex.precision`` finds fast on this machine.
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from calyrex.precision import Choice
+from calyrex.precision import resolve as resolve_precision
 
 SECTIONS = ("train", "inference", "scaling", "shared", "serve")
 DEFAULT_SECTIONS = SECTIONS[:4]  # serve needs the calyrex[serve] extra: asked for by name
@@ -51,9 +57,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 class BenchConfig:
     preset: str | None = None  # None: "full" on CUDA, "cpu" otherwise
     shape: str | None = None
+    model: str | None = None  # a real model in place of ``shape`` (not both)
     sections: list[str] = field(default_factory=lambda: list(DEFAULT_SECTIONS))
     device: str | None = None  # None: cuda when available
-    dtype: str | None = None  # None: bfloat16 on CUDA, float32 on CPU
+    dtype: str | None = None  # None: bfloat16 on CUDA, auto on CPU (``calyrex.precision``)
     placement: str = "late8th"
     seed: int = 0
     train_batch: int | None = None
@@ -82,6 +89,10 @@ class BenchConfig:
 
     def resolve(self) -> BenchConfig:
         """A copy with the device, dtype and every unset size taken from the preset."""
+        if self.model and self.shape:
+            raise ValueError(
+                f"--model {self.model} and --shape {self.shape}: give one backbone, not both"
+            )
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         preset = self.preset or ("full" if device.startswith("cuda") else "cpu")
         if preset not in PRESETS:
@@ -90,7 +101,10 @@ class BenchConfig:
         if unknown:
             raise ValueError(f"unknown sections {sorted(unknown)}; choose from {list(SECTIONS)}")
         filled = {k: v for k, v in PRESETS[preset].items() if getattr(self, k) is None}
-        dtype = self.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+        if self.model:
+            filled.pop("shape")  # the model is the backbone
+        dtype = self.dtype or ("bfloat16" if device.startswith("cuda") else "auto")
+        resolve_precision(dtype, device)  # an unknown dtype fails here, before any model loads
         return dataclasses.replace(self, preset=preset, device=device, dtype=dtype, **filled)
 
     @property
@@ -98,5 +112,10 @@ class BenchConfig:
         return torch.device(self.device or "cpu")
 
     @property
+    def precision(self) -> Choice:
+        """The dtype measured in and why (``auto`` measured once per process)."""
+        return resolve_precision(self.dtype or "fp32", self.device or "cpu")
+
+    @property
     def torch_dtype(self) -> torch.dtype:
-        return getattr(torch, self.dtype or "float32")
+        return self.precision.dtype

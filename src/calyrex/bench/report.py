@@ -13,18 +13,26 @@ MIB = 2**20
 
 
 def _header(r: dict[str, Any]) -> str:
-    m, s = r["machine"], r.get("shape")
+    m = r["machine"]
     hw = m.get("gpu") or f"{m['cpu']} ({m['cpu_cores']} cores, {m['torch_threads']} threads)"
     head = (
         f"machine: {hw} · {m['device']} {m['dtype']} · {m['platform']}\n"
         f"versions: python {m['python']} · torch {m['torch']} · transformers {m['transformers']}"
         f" · peft {m['peft']} · calyrex {m['calyrex']}"
     )
+    p = m.get("precision")  # absent in files written before --dtype auto
+    if p:
+        head += f"\nprecision: {p['chosen']} ({p.get('asked', '')}: {p['reason']})"
+    s = r.get("shape") or r.get("model")
     if s is None:  # serve only: its model is named in its own table
         return f"{head} · preset {r['settings']['preset']}"
+    what = f"shape: {s['name']}"
+    if "model" in r:  # a real model: where the resolver found it, when the name is not the path
+        where = f", {s['path']}" if s["path"] != s["name"] else ""
+        what = f"model: {s['name']} ({s['model_type']}{where})"
     return (
         f"{head}\n"
-        f"shape: {s['name']} (hidden {s['hidden_size']}, {s['num_hidden_layers']} layers, "
+        f"{what} (hidden {s['hidden_size']}, {s['num_hidden_layers']} layers, "
         f"{s['num_attention_heads']} heads, {s['num_key_value_heads']} kv heads, FFN "
         f"{s['intermediate_size']}, vocab {s['vocab_size']}) · CAL blocks after layers "
         f"{r['cal_layers']} · preset {r['settings']['preset']}"

@@ -10,9 +10,9 @@ import torch
 import calyrex
 
 from . import inference, scaling, serve, shared, train
+from .backbone import backbone as load_backbone
 from .config import BenchConfig
 from .measure import machine
-from .shapes import SHAPES, build_backbone
 
 
 def _summary(results: dict[str, Any]) -> dict[str, float]:
@@ -34,16 +34,21 @@ def _summary(results: dict[str, Any]) -> dict[str, float]:
 
 
 def run_bench(config: BenchConfig, log: Any = print) -> dict[str, Any]:
-    """Every figure of the configured sections, with machine, versions, shapes and settings."""
+    """Every figure of the configured sections, with machine, versions, backbone and settings."""
     cfg = config.resolve()
-    device, dtype = cfg.torch_device, cfg.torch_dtype
+    device, dtype, choice = cfg.torch_device, cfg.torch_dtype, cfg.precision
     torch.manual_seed(cfg.seed)
-    needs_backbone = set(cfg.sections) - {"serve"}  # serve loads its own model and tokenizer
-    backbone = build_backbone(cfg.shape, device, dtype, cfg.seed) if needs_backbone else None
     cal = calyrex.CalyrexConfig(placement=cfg.placement)
     results: dict[str, Any] = {"machine": machine(device, dtype), "settings": vars(cfg)}
-    if backbone is not None:  # the random-weight shape the other sections measure
-        results["shape"] = {"name": cfg.shape, **SHAPES[cfg.shape]}
+    results["machine"]["precision"] = {
+        "asked": cfg.dtype,
+        "chosen": choice.precision,
+        "reason": choice.reason,
+    }
+    backbone = None
+    if set(cfg.sections) - {"serve"}:  # serve loads its own model and tokenizer
+        backbone, kind, record = load_backbone(cfg)  # kind: "shape" (random weights) or "model"
+        results[kind] = record
         results["cal_layers"] = cal.resolve(backbone.config).layers
     steps = {
         "train": lambda: train.run(
