@@ -197,3 +197,43 @@ def test_eval_cases_on_the_real_model(tmp_path):
     rows = [json.loads(line) for line in (out / "cases-outputs.jsonl").read_text().splitlines()]
     assert {r["id"]: r["pass"] for r in rows} == {"paris": True, "pirate": False}
     assert summary["all"]["n"] == 2 and summary["all"]["passed"] == 1
+
+
+def test_serve_answers_the_openai_client_plain_and_streaming(path, tok, tmp_path):
+    """``calyrex serve --model smollm2`` (a trained-shape adapter with random CAL weights) as a
+    process; the official openai client's replies equal HF's greedy ``generate``."""
+    openai = pytest.importorskip("openai")
+    import subprocess
+    import sys
+
+    from calyrex.serve.local import free_port, wait_healthy
+
+    model = calyrex.wrap(fresh(path), calyrex.CalyrexConfig(placement="late8th"), tokenizer=tok)
+    randomize(model, std=0.02, seed=3).save_adapter(tmp_path / "adapter")
+    conv = CONVS[0]
+    batch = calyrex.encode_chat(tok, [conv], add_generation_prompt=True)
+    with torch.no_grad():
+        out = model.eval().generate(**batch, max_new_tokens=16, do_sample=False,
+                                    pad_token_id=tok.pad_token_id)  # fmt: skip
+    want = tok.decode(out[0, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+    port = free_port()
+    cmd = [sys.executable, "-m", "calyrex", "serve", "--model", "smollm2", "--adapter",
+           str(tmp_path / "adapter"), "--port", str(port), "--served-model-name", "smol",
+           "--dtype", "float32", "--shutdown-grace", "0"]  # fmt: skip
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_healthy(url, proc, timeout_s=120), (tmp_path / "serve.log").read_text()
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0)
+        plain = client.chat.completions.create(
+            model="smol", messages=conv, max_tokens=16, temperature=0
+        )
+        assert plain.choices[0].message.content == want
+        stream = client.chat.completions.create(
+            model="smol", messages=conv, max_tokens=16, temperature=0, stream=True
+        )
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == want
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
