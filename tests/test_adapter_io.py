@@ -96,3 +96,14 @@ def test_atomic_save_leaves_no_temporary_files(saved):
     wrapped, path = saved
     wrapped.save_adapter(path)  # overwrite in place
     assert sorted(p.name for p in path.iterdir()) == [CONFIG_NAME, WEIGHTS_NAME]
+
+
+@pytest.mark.parametrize("numel", [1, 2, 7, 8, 1000, 2**24 - 1, 2**24 + 1, 28_311_552, 2**40 + 3])
+def test_weight_sample_positions_stay_inside_any_tensor(numel):
+    """Integer positions: a float32 linspace rounded its last sample past the end of a tensor
+    with more than 2^24 elements (SmolLM2's embedding: 28,311,552)."""
+    from calyrex.hf import sample_positions
+
+    idx = sample_positions(numel, 8)
+    assert len(idx) == min(8, numel) and int(idx[0]) == 0 and int(idx[-1]) == numel - 1
+    assert bool((idx[1:] > idx[:-1]).all()) and idx.dtype == torch.long
