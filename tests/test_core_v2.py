@@ -134,6 +134,18 @@ def test_wrapping_twice_is_refused_and_remove_restores_the_host(tok):
     assert len(again.cal_blocks) == len(wrapped.cal_blocks)
 
 
+def test_remove_restores_the_callers_requires_grad_flags(tok):
+    model = tiny_model("qwen2")
+    model.get_input_embeddings().weight.requires_grad_(False)  # a caller's own choice
+    before = {n: p.requires_grad for n, p in model.named_parameters()}
+    wrapped = calyrex.wrap(model, tokenizer=tok)
+    assert not any(p.requires_grad for p in wrapped.base.parameters() if p not in
+                   set(wrapped.cal_blocks.parameters()))  # fmt: skip
+    bare = wrapped.remove()
+    assert {n: p.requires_grad for n, p in bare.named_parameters()} == before
+    assert sum(before.values()) == len(before) - 1
+
+
 def test_a_direct_call_of_the_inner_model_is_the_base(tok, pair):
     base, wrapped = pair
     batch = _batch(tok)

@@ -89,6 +89,8 @@ class CalyrexModel(nn.Module, GenerationMixin):
                 "before); call .remove() on that model first, or load a fresh base model"
             )
         self.base = base
+        # the caller's flags, put back by remove(): wrapping freezes the base, removing unfreezes
+        self.base_requires_grad = {n: p.requires_grad for n, p in base.named_parameters()}
         readers = [i for i, b in blocks.items() if getattr(b, "uses_span", False)]
         for i, block in sorted(blocks.items()):
             layers[i] = CalyrexLayer(
@@ -114,11 +116,14 @@ class CalyrexModel(nn.Module, GenerationMixin):
         return any(getattr(layer.cal_block, "uses_span", False) for layer in self.cal_layers())
 
     def remove(self) -> nn.Module:
-        """Put the host layers back and give the bare base model back (blocks detached)."""
+        """Put the host layers back and give the bare base model back (blocks detached), with
+        every parameter's ``requires_grad`` as it was before wrapping."""
         layers = hf.decoder_layers(self.base)
         for i, layer in enumerate(layers):
             if isinstance(layer, CalyrexLayer):
                 layers[i] = layer.host
+        for name, param in self.base.named_parameters():
+            param.requires_grad_(self.base_requires_grad.get(name, param.requires_grad))
         return self.base
 
     # -- the span of a call --------------------------------------------------------------------
