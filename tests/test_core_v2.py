@@ -403,3 +403,28 @@ def test_torch_compile_equals_eager(tok, pair):
     torch._dynamo.reset()
     compiled = torch.compile(wrapped, backend="aot_eager")
     assert torch.equal(logits(compiled, batch), want)
+
+
+class _Delegate(torch.nn.Module):
+    """What FSDP1 auto-wrap, checkpoint wrappers and ``torch.compile`` do to a block."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args, **kwargs):
+        return self.inner(*args, **kwargs)
+
+
+def test_a_block_wrapped_by_a_delegating_module_gives_the_same_outputs(tok, pair):
+    _, wrapped = pair
+    batch = _batch(tok)
+    want = logits(wrapped, batch)
+    kw = dict(max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)
+    with torch.no_grad():
+        tokens = wrapped.generate(**batch, **kw)
+    for key in list(wrapped.cal_blocks):  # every block, the span-opening one included
+        wrapped.cal_blocks[key] = _Delegate(wrapped.cal_blocks[key])
+    assert torch.equal(logits(wrapped, batch), want)
+    with torch.no_grad():
+        assert torch.equal(wrapped.generate(**batch, **kw), tokens)

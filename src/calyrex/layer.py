@@ -30,6 +30,18 @@ SYSTEM_MASK_KW = "calyrex_system_mask"  # (B, W) bool, absolute positions 0 … 
 CAL_CACHE_KW = "calyrex_cache"  # a per-call CALCache when the call has no HF cache
 
 
+def reads_span(block: nn.Module) -> bool:
+    """Whether ``block`` reads the system span, looking through delegating wrappers (FSDP
+    auto-wrap, activation-checkpoint wrappers, ``torch.compile``'s module): the module tree is
+    the truth, not the outer module's type."""
+    return any(getattr(m, "uses_span", False) for m in block.modules())
+
+
+def host_gate(block: nn.Module) -> nn.Module | None:
+    """The block's :class:`~calyrex.block.HostGate`, looking through wrappers (None without)."""
+    return next((m.cal_host_gate for m in block.modules() if hasattr(m, "cal_host_gate")), None)
+
+
 class CalyrexLayer(nn.Module):
     """``host`` (frozen decoder layer ``index``) then ``cal_block`` on its hidden states."""
 
@@ -45,9 +57,9 @@ class CalyrexLayer(nn.Module):
         system_mask = kwargs.pop(SYSTEM_MASK_KW, None)
         per_call = kwargs.pop(CAL_CACHE_KW, None)
         step = None
-        if getattr(self.cal_block, "uses_span", False):  # before the host adds its tokens
+        if reads_span(self.cal_block):  # before the host adds its tokens
             step = self._span_step(hidden_states, system_mask, per_call, kwargs)
-        gate = getattr(self.cal_block, "cal_host_gate", None)
+        gate = host_gate(self.cal_block)
         if gate is not None and step is not None and not step.empty:
             kwargs["position_bias"] = host_bias(gate, hidden_states, step, kwargs)
         out = self.host(hidden_states, *args, **kwargs)

@@ -27,7 +27,7 @@ from transformers.generation.utils import GenerationMixin
 
 from . import hf
 from .adapter_io import write_adapter
-from .layer import CAL_CACHE_KW, SYSTEM_MASK_KW, CalyrexLayer
+from .layer import CAL_CACHE_KW, SYSTEM_MASK_KW, CalyrexLayer, reads_span
 from .markers import SpanMarkers, detect_system_mask
 from .names import ADAPTER_PREFIX, is_adapter_param
 from .span import CALCache, cal_cache
@@ -91,7 +91,7 @@ class CalyrexModel(nn.Module, GenerationMixin):
         self.base = base
         # the caller's flags, put back by remove(): wrapping freezes the base, removing unfreezes
         self.base_requires_grad = {n: p.requires_grad for n, p in base.named_parameters()}
-        readers = [i for i, b in blocks.items() if getattr(b, "uses_span", False)]
+        readers = [i for i, b in blocks.items() if reads_span(b)]
         for i, block in sorted(blocks.items()):
             layers[i] = CalyrexLayer(
                 layers[i], block, i, opens_span=bool(readers) and i == min(readers)
@@ -113,7 +113,7 @@ class CalyrexModel(nn.Module, GenerationMixin):
 
     @property
     def uses_span(self) -> bool:
-        return any(getattr(layer.cal_block, "uses_span", False) for layer in self.cal_layers())
+        return any(reads_span(layer.cal_block) for layer in self.cal_layers())
 
     def remove(self) -> nn.Module:
         """Put the host layers back and give the bare base model back (blocks detached), with
