@@ -428,3 +428,25 @@ def test_a_block_wrapped_by_a_delegating_module_gives_the_same_outputs(tok, pair
     assert torch.equal(logits(wrapped, batch), want)
     with torch.no_grad():
         assert torch.equal(wrapped.generate(**batch, **kw), tokens)
+
+
+class _PassThrough(torch.nn.Module):
+    def forward(self, h, *args, **kwargs):
+        return h
+
+
+def test_a_pass_through_block_equals_the_same_block_zeroed(tok, pair):
+    """The module tree is the truth: replacing block i by a pass-through module is the same
+    adapter with block i's output projections at zero (the span-opening block included)."""
+    _, wrapped = pair
+    batch = _batch(tok)
+    for key in list(wrapped.cal_blocks):
+        zeroed = copy.deepcopy(wrapped)
+        with torch.no_grad():
+            for name, p in zeroed.cal_blocks[key].named_parameters():
+                if "o_proj" in name or "down_proj" in name:
+                    p.zero_()
+        swapped = copy.deepcopy(wrapped)
+        swapped.cal_blocks[key] = _PassThrough()
+        torch.testing.assert_close(logits(swapped, batch), logits(zeroed, batch), atol=1e-6, rtol=0)
+        assert not torch.equal(logits(swapped, batch), logits(wrapped, batch))
