@@ -450,3 +450,19 @@ def test_a_pass_through_block_equals_the_same_block_zeroed(tok, pair):
         swapped.cal_blocks[key] = _PassThrough()
         torch.testing.assert_close(logits(swapped, batch), logits(zeroed, batch), atol=1e-6, rtol=0)
         assert not torch.equal(logits(swapped, batch), logits(wrapped, batch))
+
+
+@pytest.mark.parametrize("method", ["calyrex", "lora", "parallel_mlp"])
+def test_a_refused_second_adapter_changes_nothing(tok, pair, method):
+    """Adapting a model that already carries calyrex blocks is refused before anything is
+    touched: the first wrapper's outputs and trainable parameters stay as they were."""
+    from calyrex.methods import adapt
+
+    _, wrapped = pair
+    batch = _batch(tok)
+    want = logits(wrapped, batch)
+    trainable = [n for n, p in wrapped.named_parameters() if p.requires_grad]
+    with pytest.raises(AlreadyWrappedError):
+        adapt(wrapped.base, method, calyrex.CalyrexConfig(placement="late_half"))
+    assert torch.equal(logits(wrapped, batch), want)
+    assert [n for n, p in wrapped.named_parameters() if p.requires_grad] == trainable

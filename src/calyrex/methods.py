@@ -51,7 +51,10 @@ def adapt(
     seed: int | None = None,
 ) -> nn.Module:
     """Freeze ``model`` and add the adapter ``method``, identity at initialisation."""
+    from .model import check_unwrapped
+
     check_method(method)
+    check_unwrapped(model)  # before any method touches it (PEFT would inject into calyrex layers)
     return METHODS[method](model, config or CalyrexConfig(), seed)
 
 

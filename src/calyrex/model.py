@@ -40,6 +40,21 @@ class AlreadyWrappedError(ValueError):
     """The HF model already carries adapter blocks (wrapped once, or loaded into twice)."""
 
 
+def check_unwrapped(model: nn.Module) -> None:
+    """Refuse a model that already carries adapters (calyrex blocks, or PEFT's), before any
+    change: a refused wrap leaves the first wrapper exactly as it was."""
+    if isinstance(model, CalyrexModel) or hasattr(model, "peft_config"):
+        kind = "calyrex" if isinstance(model, CalyrexModel) else "PEFT"
+        raise AlreadyWrappedError(
+            f"this {type(model).__name__} is already a {kind} model; adapt its base model instead"
+        )
+    if any(isinstance(layer, CalyrexLayer) for layer in hf.decoder_layers(model)):
+        raise AlreadyWrappedError(
+            f"this {type(model).__name__} already carries calyrex blocks (wrapped or loaded "
+            "before); call .remove() on that model first, or load a fresh base model"
+        )
+
+
 class BlockView(Mapping):
     """``model.cal_blocks``: layer index (str) → block, read from the layers themselves.
 
@@ -82,12 +97,8 @@ class CalyrexModel(nn.Module, GenerationMixin):
         markers_reason: str = "no tokenizer was given",
     ) -> None:
         super().__init__()
+        check_unwrapped(base)
         layers = hf.decoder_layers(base)
-        if any(isinstance(layer, CalyrexLayer) for layer in layers):
-            raise AlreadyWrappedError(
-                f"this {type(base).__name__} already carries calyrex blocks (wrapped or loaded "
-                "before); call .remove() on that model first, or load a fresh base model"
-            )
         self.base = base
         # the caller's flags, put back by remove(): wrapping freezes the base, removing unfreezes
         self.base_requires_grad = {n: p.requires_grad for n, p in base.named_parameters()}

@@ -12,7 +12,7 @@ from . import hf
 from .block import CALBlock
 from .config import CalyrexConfig
 from .markers import span_markers_reason
-from .model import CalyrexModel
+from .model import CalyrexModel, check_unwrapped
 
 
 def place(model: nn.Module, blocks: dict[int, nn.Module]) -> dict[int, nn.Module]:
@@ -65,6 +65,7 @@ def wrap(
     ``seed`` seeds the blocks' initialisation without touching the process-wide RNG.
     """
     layers = hf.decoder_layers(model)  # fails early, naming an unsupported architecture
+    check_unwrapped(model)  # before anything is built or copied
     cfg = (config or CalyrexConfig()).resolve(model.config)
     if (
         cfg.init_from_host
