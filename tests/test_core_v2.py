@@ -466,3 +466,34 @@ def test_a_refused_second_adapter_changes_nothing(tok, pair, method):
         adapt(wrapped.base, method, calyrex.CalyrexConfig(placement="late_half"))
     assert torch.equal(logits(wrapped, batch), want)
     assert [n for n, p in wrapped.named_parameters() if p.requires_grad] == trainable
+
+
+def test_packed_documents_under_a_system_span_are_refused(tok, pair):
+    """Padding-free packing (restarting position_ids), a 4-D block mask or flash-attention's
+    cu_seq_lens would let a second document see the first one's system span: refused."""
+    from calyrex.mask import positions_restart
+
+    _, wrapped = pair
+    batch = _batch(tok, [CONVS[0]])
+    t = batch["input_ids"].shape[1]
+    restart = torch.cat([torch.arange(t // 2), torch.arange(t - t // 2)])[None]
+    with pytest.raises(ValueError, match="packed sequences"):
+        wrapped(**batch, position_ids=restart)
+    four_d = torch.ones(1, 1, t, t, dtype=torch.bool).tril()
+    with pytest.raises(ValueError, match="packed sequences"):
+        wrapped(input_ids=batch["input_ids"], attention_mask=four_d,
+                system_mask=batch["system_mask"])  # fmt: skip
+    # ordinary position_ids (what generate computes under left padding) are not packing
+    left = calyrex.encode_chat(tok, CONVS, add_generation_prompt=True)
+    positions = (left["attention_mask"].cumsum(-1) - 1).clamp_min(0)
+    assert not positions_restart(positions, left["attention_mask"])
+    assert positions_restart(restart, None)
+    real = left["attention_mask"].bool()  # right padding: only the pad tokens' positions differ
+    torch.testing.assert_close(
+        logits(wrapped, {**left, "position_ids": positions})[real], logits(wrapped, left)[real]
+    )
+    plain = {k: v for k, v in batch.items() if k != "system_mask"}
+    wrapped.markers = None  # no span at all: packing is the base model's business
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wrapped(**plain, position_ids=restart)

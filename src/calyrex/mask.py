@@ -8,6 +8,8 @@ Legend: B batch, T queries (sequence), S system span (compact, padded to the bat
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 
@@ -75,3 +77,27 @@ def span_key_flags(key_pos: torch.Tensor, key_valid: torch.Tensor, length: int) 
     pos = torch.where(key_valid & (key_pos < length), key_pos, torch.full_like(key_pos, length))
     flags = torch.zeros(b, length + 1, dtype=torch.bool, device=key_pos.device)
     return flags.scatter_(1, pos, True)[:, :length]
+
+
+def positions_restart(
+    position_ids: torch.Tensor | None, attention_mask: Any, past: int = 0
+) -> bool:
+    """True when some row's positions go back between two attended tokens of this call (the
+    mask may also cover ``past`` cached tokens before it): several documents
+    packed into one row (TRL's padding-free packing, ``DataCollatorWithFlattening``)::
+
+        position_ids  0 1 2 0 1    →  True   (a second document starts at the 4th token)
+        position_ids  1 1 0 1 2    →  False  with attention_mask 0 0 1 1 1 (left padding)
+    """
+    if position_ids is None or position_ids.dim() != 2 or position_ids.shape[1] < 2:
+        return False
+    t = position_ids.shape[1]
+    back = position_ids[:, 1:] <= position_ids[:, :-1]  # (B, T-1)
+    if (
+        isinstance(attention_mask, torch.Tensor)
+        and attention_mask.dim() == 2
+        and attention_mask.shape[1] >= past + t
+    ):  # this call's columns of a mask over the cache (+ this call): padding is never packing
+        attended = attention_mask[:, past : past + t].bool()
+        back = back & attended[:, 1:] & attended[:, :-1]
+    return bool(back.any())

@@ -29,6 +29,7 @@ from . import hf
 from .adapter_io import write_adapter
 from .layer import CAL_CACHE_KW, SYSTEM_MASK_KW, CalyrexLayer, reads_span
 from .markers import SpanMarkers, detect_system_mask
+from .mask import positions_restart
 from .names import ADAPTER_PREFIX, is_adapter_param
 from .span import CALCache, cal_cache
 from .version import __version__
@@ -38,6 +39,29 @@ __all__ = ["ADAPTER_PREFIX", "AlreadyWrappedError", "CalyrexModel", "is_adapter_
 
 class AlreadyWrappedError(ValueError):
     """The HF model already carries adapter blocks (wrapped once, or loaded into twice)."""
+
+
+def check_unpacked(
+    span: torch.Tensor, attention_mask: Any, position_ids: Any, past: int, kwargs: dict[str, Any]
+) -> None:
+    """Refuse packed documents under a system span: a row holding several documents (a 4-D
+    block-diagonal mask, positions that restart, flash-attention's ``cu_seq_lens``) would let
+    a later document's tokens see the first document's system prompt."""
+    if not bool(span.any()):
+        return
+    four_d = isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4
+    # a dict of prebuilt masks comes from HF's own generate (static cache), never from packing;
+    # its left padding would look like restarting positions
+    restart = not isinstance(attention_mask, dict) and positions_restart(
+        position_ids, attention_mask, past
+    )
+    if four_d or "cu_seq_lens_q" in kwargs or restart:
+        raise ValueError(
+            "packed sequences (several documents in one row: a 4-D attention mask, restarting "
+            "position_ids or cu_seq_lens) are not supported with a system span: a later "
+            "document would see the first one's system prompt; give one conversation per row "
+            "(TRL: packing=False; no DataCollatorWithFlattening)"
+        )
 
 
 def check_unwrapped(model: nn.Module) -> None:
@@ -208,6 +232,7 @@ class CalyrexModel(nn.Module, GenerationMixin):
         if span is None:
             span = self.span_mask(input_ids, attention_mask, system_mask, past)
         if span is not None:
+            check_unpacked(span, attention_mask, position_ids, past, kwargs)
             kwargs[SYSTEM_MASK_KW] = span.to(tokens.device if tokens is not None else span.device)
         if cache is None and self.uses_span and tokens is not None:  # one per call, for its layers
             kwargs[CAL_CACHE_KW] = CALCache.fresh(tokens.shape[0], tokens.device)
