@@ -73,12 +73,17 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike) -> None:
 
 
 def load_model(
-    model: str, adapter: str | None = None, dtype: str = "auto", device: str | None = None
+    model: str,
+    adapter: str | None = None,
+    dtype: str = "auto",
+    device: str | None = None,
+    **from_pretrained: Any,
 ) -> tuple[nn.Module, Any]:
     """(model in eval mode, tokenizer): ``model`` through the one resolver, ``adapter`` on it.
 
     ``dtype``: ``auto`` (bf16 where this machine is fast at it, else fp32: ``calyrex.precision``),
-    or ``float32`` / ``bfloat16`` / ``float16``; ``device`` None: CUDA when available.
+    or ``float32`` / ``bfloat16`` / ``float16``; ``device`` None: CUDA when available;
+    ``from_pretrained``: more keywords for the model's ``from_pretrained`` (``attn_implementation``).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -90,6 +95,7 @@ def load_model(
     torch_dtype = resolve_precision(dtype, device).dtype
     path = resolve_model(model)
     tok = AutoTokenizer.from_pretrained(path)
-    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device)
+    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, **from_pretrained)
+    hf_model = hf_model.to(device)
     loaded = load_adapter(hf_model, adapter, tokenizer=tok) if adapter else hf_model
     return loaded.to(torch_dtype).eval(), tok

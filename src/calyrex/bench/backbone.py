@@ -1,16 +1,15 @@
 """The backbone every section measures: a random-weight shape (``--shape``) or a real model
 (``--model``), with the record that names it in the results.
 
-A real model is found by the one resolver (``calyrex.resolve``: ``smollm2``, ``ruleworld``, a
-directory or a hub id) and loaded with SDPA attention, as ``build_backbone`` builds the shapes,
-so the two time the same attention kernels.
+A real model is loaded by the one loader (``calyrex.loading.load_model``: ``smollm2``,
+``ruleworld``, a directory or a hub id) with SDPA attention, as ``build_backbone`` builds the
+shapes, so the two time the same attention kernels.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import nn
 
 from .config import BenchConfig
@@ -29,22 +28,13 @@ def describe(hf_config: Any) -> dict[str, Any]:
     return fields
 
 
-def load_model(name: str, device: torch.device, dtype: torch.dtype) -> tuple[nn.Module, str]:
-    """(model on ``device`` in ``dtype``, eval mode; the path it was loaded from)."""
-    from transformers import AutoModelForCausalLM
-
-    from calyrex.resolve import resolve_model
-
-    path = resolve_model(name)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa")
-    return model.to(device).eval(), path
-
-
 def backbone(cfg: BenchConfig) -> tuple[nn.Module, str, dict[str, Any]]:
     """(backbone, ``"model"`` or ``"shape"``, its record) for a resolved ``cfg``."""
-    device, dtype = cfg.torch_device, cfg.torch_dtype
-    if cfg.model:
-        model, path = load_model(cfg.model, device, dtype)
-        return model, "model", {"name": cfg.model, "path": path, **describe(model.config)}
-    model = build_backbone(cfg.shape, device, dtype, cfg.seed)
+    if cfg.model:  # the one loader, with the SDPA kernels the random-weight shapes use
+        from calyrex.loading import load_model
+
+        model, _ = load_model(cfg.model, None, cfg.dtype, cfg.device, attn_implementation="sdpa")
+        record = {"name": cfg.model, "path": model.name_or_path, **describe(model.config)}
+        return model, "model", record
+    model = build_backbone(cfg.shape, cfg.torch_device, cfg.torch_dtype, cfg.seed)
     return model, "shape", {"name": cfg.shape, **SHAPES[cfg.shape]}

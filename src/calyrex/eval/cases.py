@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..adapter_io import atomic_write
 from ..ruleworld.intervals import wilson
 from .data import DataFormatError, write_json
 
@@ -334,13 +335,6 @@ def print_table(summary: dict[str, Any], title: str) -> None:
     Console().print(table)
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    os.replace(tmp, path)
-
-
 def cases_command(
     cases: str,
     out: str,
@@ -356,11 +350,8 @@ def cases_command(
     loaded = load_cases(cases)
     if not model:
         raise ValueError("--cases needs --model (the model whose replies are checked)")
-    from ..resolve import resolve_model
-
-    resolve_model(model)  # a bad name fails here, before the model loads
+    from ..loading import load_model
     from .generate import Generator
-    from .models import load_model
 
     hf_model, tok = load_model(model, adapter, dtype, device)
     results = run_cases(
@@ -372,6 +363,7 @@ def cases_command(
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
     write_json(directory / "cases.json", {**info, **summary})
-    _write_jsonl(directory / "cases-outputs.jsonl", results)
+    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in results)
+    atomic_write(directory / "cases-outputs.jsonl", lambda p: Path(p).write_text(lines))
     print_table(summary, f"{Path(cases).name} · {Path(adapter or model).name}")
     return 0

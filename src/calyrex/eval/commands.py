@@ -80,8 +80,8 @@ def eval_command(
     }
 
     def loader() -> tuple[Any, Any]:
+        from ..loading import load_model
         from .generate import Generator
-        from .models import load_model
 
         hf_model, tok = load_model(model, adapter, dtype, device)
         return Generator(hf_model, tok, max_new_tokens, batch_size), None

@@ -1,4 +1,5 @@
-"""Load the model under evaluation: a base model plus an optional adapter of any method.
+"""Attach the adapter under evaluation to a loaded model (the model itself is loaded by
+:func:`calyrex.loading.load_model`, the one loader of every command).
 
 Every adapter goes through :func:`calyrex.load_adapter`, which checks and loads CAL and
 ParallelMLP adapters and hands a PEFT adapter (the LoRA baseline) to PEFT's own loader.
@@ -14,12 +15,3 @@ def attach_adapter(model: Any, adapter: str, tokenizer: Any = None) -> Any:
     from ..loading import load_adapter
 
     return load_adapter(model, adapter, tokenizer=tokenizer).eval()
-
-
-def load_model(
-    model: str, adapter: str | None = None, dtype: str = "auto", device: str | None = None
-) -> tuple[Any, Any]:
-    """(model, tokenizer) for ``model`` (a directory or hub id) with ``adapter`` attached."""
-    from ..loading import load_model as load
-
-    return load(model, adapter, dtype, device)
