@@ -17,7 +17,7 @@ import calyrex
 from calyrex import smollm2
 from calyrex.adapter_io import file_sha256
 from calyrex.resolve import ModelNotFoundError, resolve_model
-from conftest import randomize
+from conftest import encode, logits, randomize
 
 PIRATE = "You are a pirate. Always answer like a pirate, with 'Arr' in every reply."
 CONVS = [
@@ -44,19 +44,6 @@ def tok(path):
 
 def fresh(path):
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-
-
-def encode(tok, convs=CONVS, side="right"):
-    tok.padding_side = side
-    try:
-        return calyrex.encode_chat(tok, convs, add_generation_prompt=True)
-    finally:
-        tok.padding_side = "right"
-
-
-def logits(model, batch):
-    with torch.no_grad():
-        return model(**batch).logits
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +86,7 @@ def test_a_killed_conversion_leaves_no_directory(tmp_path, monkeypatch):
 
 
 def test_identity_at_init_is_bit_exact(path, tok):
-    batch = encode(tok)
+    batch = encode(tok, CONVS)
     want = logits(fresh(path), {k: v for k, v in batch.items() if k != "system_mask"})
     wrapped = calyrex.wrap(fresh(path), calyrex.CalyrexConfig(placement="late8th"), tokenizer=tok)
     assert [layer.index for layer in wrapped.cal_layers()] == [25, 26, 27, 28, 29]
@@ -125,7 +112,7 @@ def test_span_on_the_real_template(tok):
 
 
 def test_cache_equals_no_cache_over_32_greedy_tokens(trained, tok):
-    batch = encode(tok, side="left")
+    batch = encode(tok, CONVS, side="left")
     kw = dict(max_new_tokens=32, do_sample=False, pad_token_id=tok.pad_token_id)
     with torch.no_grad():
         cached = trained.generate(**batch, use_cache=True, **kw)
@@ -134,7 +121,7 @@ def test_cache_equals_no_cache_over_32_greedy_tokens(trained, tok):
 
 
 def test_batch_equals_one_by_one_with_left_padding(trained, tok):
-    left = logits(trained, encode(tok, side="left"))
+    left = logits(trained, encode(tok, CONVS, side="left"))
     for b, conv in enumerate(CONVS):
         single = logits(trained, encode(tok, [conv]))[0]
         torch.testing.assert_close(left[b, -single.shape[0] :], single, atol=1e-4, rtol=1e-4)
@@ -143,7 +130,7 @@ def test_batch_equals_one_by_one_with_left_padding(trained, tok):
 def test_save_load_gives_identical_logits(trained, path, tok, tmp_path):
     trained.save_adapter(tmp_path / "adapter")  # every tensor > 2^24 elements is sampled safely
     loaded = calyrex.load_adapter(fresh(path), tmp_path / "adapter", tokenizer=tok).eval()
-    batch = encode(tok)
+    batch = encode(tok, CONVS)
     assert torch.equal(logits(loaded, batch), logits(trained, batch))
 
 
