@@ -1,7 +1,8 @@
 """The ``calyrex`` command: a thin table of subcommands over library functions.
 
-Each subcommand is a function whose signature is its options (``--max-steps`` ↔ ``max_steps``);
-adding one is a function plus one line in :data:`COMMANDS`.
+Each subcommand is a function whose signature is its options (``--max-steps`` ↔ ``max_steps``;
+a positional-only parameter is a positional argument); adding one is a function plus one line in
+:data:`COMMANDS`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ COMMANDS: dict[str, str] = {
     "serve": "calyrex.serve.command:serve",
     "reproduce": "calyrex.reproduce.command:reproduce",
     "export-vllm": "calyrex.vllm.export:export_vllm_command",
+    "mix": "calyrex.mix.command:mix",
+    "study": "calyrex.study.command:study",
 }
 
 
@@ -54,7 +57,9 @@ def _add(sub: Any, name: str, fn: Callable[..., Any]) -> None:
     for param in inspect.signature(fn).parameters.values():
         kind, many = _type_of(param.annotation)
         flag = "--" + param.name.replace("_", "-")
-        if kind is bool:
+        if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+            parser.add_argument(param.name, type=kind, nargs="+" if many else None)
+        elif kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=param.default)
         elif param.default is inspect.Parameter.empty:
             parser.add_argument(flag, type=kind, required=True, nargs="+" if many else None)
@@ -83,8 +88,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = vars(parser.parse_args(argv))
     fn = args.pop("_fn")
     args.pop("command")
+    positional = [
+        args.pop(p.name)
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY
+    ]
     try:
-        result = fn(**args)
+        result = fn(*positional, **args)
     except (ValueError, FileNotFoundError) as err:
         print(f"calyrex {wanted}: error: {err}", file=sys.stderr)
         return 2

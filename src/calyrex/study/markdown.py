@@ -1,0 +1,113 @@
+"""The study report as markdown: rates in percent with their intervals, differences, verdicts."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def _pct(x: float) -> str:
+    return "–" if x is None or math.isnan(x) else f"{100 * x:.1f}"
+
+
+def rate(cell: dict[str, Any] | None) -> str:
+    if not cell:
+        return "–"
+    lo, hi = cell["ci95"]
+    return f"{_pct(cell['value'])} [{_pct(lo)}, {_pct(hi)}]"
+
+
+def signed(diff: dict[str, Any]) -> str:
+    lo, hi = diff["ci95"]
+    a, b = diff["seed_spread"]
+    spread = "" if a == b else f"; seeds {100 * a:+.1f}…{100 * b:+.1f}"
+    return f"{100 * diff['value']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}{spread}]"
+
+
+def results_table(report: dict[str, Any], labels: list[str]) -> list[str]:
+    shown = [x for x in labels if any(x in r["cells"] for r in report["metrics"].values())]
+    lines = [
+        "| metric | n | " + " | ".join(shown) + " |",
+        "|---|---|" + "---|" * len(shown),
+    ]
+    for row in report["metrics"].values():
+        arrow = "↑" if row["higher_is_better"] else "↓"
+        n = next((c.get("n") for c in row["cells"].values() if c.get("n")), None)
+        cells = [rate(row["cells"].get(x)) for x in shown]
+        lines.append(f"| {row['title']} {arrow} | {n or '–'} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def differences_table(report: dict[str, Any]) -> list[str]:
+    lines = [
+        "| metric | CALYREX − LoRA | verdict | CALYREX − ParallelMLP | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for row in report["metrics"].values():
+        d = row["differences"]
+        if not d:
+            continue
+        cols = []
+        for base in ("lora", "parallel_mlp"):
+            cols += [signed(d[base]), d[base]["verdict"]] if base in d else ["–", ""]
+        lines.append(f"| {row['title']} | " + " | ".join(cols) + " |")
+    return lines
+
+
+def training_table(report: dict[str, Any]) -> list[str]:
+    lines = [
+        "| arm | method | placement | trainable | vs CALYREX | steps | seeds | s/step | s/run | loss |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, r in report["training"].items():
+        lines.append(
+            f"| {label} | {r['method']} | {r['placement']} | {r['trainable_params']:,} | "
+            f"{r['params_vs_calyrex']} | {r['steps']} | {r['seeds']} | {r['seconds_per_step']} | "
+            f"{r['seconds_mean']} | {r['train_loss_mean']} |"
+        )
+    return lines
+
+
+def verdict_counts(report: dict[str, Any]) -> list[str]:
+    out = []
+    for base in ("lora", "parallel_mlp"):
+        verdicts = [
+            r["differences"][base]["verdict"]
+            for r in report["metrics"].values()
+            if base in r["differences"]
+        ]
+        if verdicts:
+            wins = sum(v == "CALYREX better" for v in verdicts)
+            losses = sum(v == f"{base} better" for v in verdicts)
+            out.append(
+                f"- CALYREX vs {base}: better on {wins}, worse on {losses}, unresolved on "
+                f"{len(verdicts) - wins - losses} of {len(verdicts)} metrics (95 % paired intervals)."
+            )
+    return out
+
+
+def render(report: dict[str, Any], labels: list[str]) -> str:
+    wall = report.get("wall_s") or {}
+    total = sum(wall.values())
+    lines = [
+        f"# Real-model study: {report['model']}",
+        "",
+        f"Other placement (from `calyrex analyze`): {report.get('placement')}. "
+        f"Wall time so far: {total / 60:.0f} min ("
+        + ", ".join(f"{k} {v / 60:.0f}" for k, v in wall.items())
+        + "). Rates in percent, mean over seeds, [95 % interval]; ↑/↓: higher/lower is better.",
+        "",
+        *results_table(report, labels),
+        "",
+        "## CALYREX (late8th) minus each baseline, paired over items",
+        "",
+        *differences_table(report),
+        "",
+        *verdict_counts(report),
+        "",
+        "## Training (same data, steps, batch, sequence length and learning rate)",
+        "",
+        *training_table(report),
+        "",
+    ]
+    return "\n".join(lines)

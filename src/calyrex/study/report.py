@@ -1,0 +1,212 @@
+"""The real-model study's report: rates with ``n`` and 95 % intervals, paired differences, verdicts.
+
+Per arm and metric the value is the mean over the arm's seeds. Intervals come from a percentile
+bootstrap over items (:mod:`calyrex.reproduce.bootstrap`) of the per-item score averaged over the
+seeds; per-item scores are the benchmark's own ``score`` applied to one item at a time, so they
+cannot drift from the recorded metrics. A difference CALYREX − baseline is paired (the same
+resampled items for both) and comes with the spread of the per-seed differences. The lm-eval
+capability tasks keep no per-item rows: their interval is ± 1.96 × the harness's standard error
+(averaged over seeds), and a difference's interval combines the two standard errors (conservative:
+it ignores the pairing).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import CAPABILITY, StudyConfig
+from .real import run_name, runs
+
+Z95 = 1.959964
+
+
+@dataclass(frozen=True)
+class Metric:
+    suite: str  # the suite's key (``boolq-nosys`` for a second run of a suite)
+    name: str  # the metric in the suite's record
+    title: str
+    higher_is_better: bool = True
+
+
+METRICS = (
+    Metric("sys_ifeval", "prompt_level_strict_acc", "sys-IFEval prompt strict"),
+    Metric("sys_ifeval", "inst_level_strict_acc", "sys-IFEval instruction strict"),
+    Metric("sys_ifeval", "prompt_level_loose_acc", "sys-IFEval prompt loose"),
+    Metric("sys_ifeval", "inst_level_loose_acc", "sys-IFEval instruction loose"),
+    Metric("tensortrust", "HRR", "Tensor Trust hijacking robustness"),
+    Metric("tensortrust", "ERR", "Tensor Trust extraction robustness"),
+    Metric("tensortrust", "hijacking_dv", "Tensor Trust right code → granted"),
+    Metric("struq", "asr", "StruQ injection success", higher_is_better=False),
+    Metric("sep", "probe_executed", "SEP probe executed", higher_is_better=False),
+    Metric("msj_hijack", "asr@4", "many-shot hijack k=4", higher_is_better=False),
+    Metric("msj_hijack", "asr@16", "many-shot hijack k=16", higher_is_better=False),
+    Metric("msj_hijack", "asr@64", "many-shot hijack k=64", higher_is_better=False),
+    *(Metric(t, "acc", f"{t} acc (system prompt)") for t in CAPABILITY),
+    *(Metric(f"{t}-nosys", "acc", f"{t} acc (no system prompt)") for t in CAPABILITY),
+)
+BASELINES = ("lora", "parallel_mlp")
+CALYREX = "calyrex-late8th"
+
+
+def _record(out: Path, run: str, suite: str) -> dict[str, Any] | None:
+    file = out / "eval" / run / suite / f"{suite.removesuffix('-nosys')}.json"
+    if not file.is_file():
+        return None
+    record = json.loads(file.read_text())
+    return record if record.get("status") == "ok" else None
+
+
+def _items(out: Path, run: str, m: Metric) -> dict[str, tuple[str, float]] | None:
+    from ..reproduce.bootstrap import item_scores
+
+    where = out / "eval" / run / m.suite
+    if _record(out, run, m.suite) is None:
+        return None
+    return item_scores(m.suite.removesuffix("-nosys"), where, [m.name])
+
+
+def _stderr(record: dict[str, Any], name: str) -> float | None:
+    value = (record.get("metrics") or {}).get(f"{name}_stderr")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _mean_items(per_seed: list[dict[str, tuple[str, float]]]) -> dict[str, tuple[str, float]]:
+    common = set.intersection(*(set(s) for s in per_seed))
+    return {k: (per_seed[0][k][0], float(np.mean([s[k][1] for s in per_seed]))) for k in common}
+
+
+def _cell(cfg: StudyConfig, out: Path, label: str, m: Metric) -> dict[str, Any] | None:
+    """One arm's value of one metric: mean over seeds, n, 95 % interval, per-seed values."""
+    from ..reproduce.bootstrap import interval
+
+    names = (
+        ["base"] if label == "base" else [run_name(cfg.arm(label), s) for s in _seeds(cfg, label)]
+    )
+    records = [_record(out, r, m.suite) for r in names]
+    values = [(r.get("metrics") or {}).get(m.name) for r in records if r]
+    values = [float(v) for v in values if isinstance(v, int | float)]
+    if not values or len(values) < len(names):
+        return None
+    cell: dict[str, Any] = {"value": float(np.mean(values)), "per_seed": values}
+    items = [_items(out, r, m) for r in names]
+    if all(items):
+        avg = _mean_items(items)  # type: ignore[arg-type]
+        cell["n"] = len(avg)
+        cell["ci95"] = list(interval(avg, resamples=cfg.resamples) or (math.nan, math.nan))
+        cell["items"] = avg
+    else:
+        errs = [_stderr(r, m.name) for r in records if r]
+        se = float(np.mean(errs)) if errs and all(e is not None for e in errs) else math.nan
+        cell["se"] = se
+        cell["n"] = int((records[0].get("metrics") or {}).get("n", 0)) or None  # type: ignore[union-attr]
+        cell["ci95"] = [cell["value"] - Z95 * se, cell["value"] + Z95 * se]
+    return cell
+
+
+def _seeds(cfg: StudyConfig, label: str) -> tuple[int, ...]:
+    return cfg.seeds_of(cfg.arm(label))
+
+
+def _difference(cfg: StudyConfig, a: dict, b: dict) -> dict[str, Any]:
+    from ..reproduce.bootstrap import interval, paired
+
+    diff: dict[str, Any] = {"value": a["value"] - b["value"]}
+    k = min(len(a["per_seed"]), len(b["per_seed"]))
+    per_seed = [x - y for x, y in zip(a["per_seed"][:k], b["per_seed"][:k], strict=True)]
+    diff["seed_spread"] = [min(per_seed), max(per_seed)]
+    if "items" in a and "items" in b:
+        d = paired(a["items"], b["items"])
+        diff["n"] = len(d)
+        diff["ci95"] = list(interval(d, resamples=cfg.resamples) or (math.nan, math.nan))
+    else:
+        se = math.sqrt(a.get("se", math.nan) ** 2 + b.get("se", math.nan) ** 2)
+        diff["ci95"] = [diff["value"] - Z95 * se, diff["value"] + Z95 * se]
+    return diff
+
+
+def verdict(m: Metric, diff: dict[str, Any], baseline: str) -> str:
+    lo, hi = diff["ci95"]
+    if math.isnan(lo) or lo <= 0 <= hi:
+        return "no difference resolved"
+    better = (lo > 0) == m.higher_is_better
+    return "CALYREX better" if better else f"{baseline} better"
+
+
+def labels(cfg: StudyConfig) -> list[str]:
+    return ["base", *(a.label for a in cfg.arms)]
+
+
+def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
+    """Every metric's cells per arm and CALYREX's differences to the baselines."""
+    table: dict[str, Any] = {}
+    for m in METRICS:
+        cells = {label: _cell(cfg, out, label, m) for label in labels(cfg)}
+        row: dict[str, Any] = {"title": m.title, "higher_is_better": m.higher_is_better}
+        row["cells"] = {k: _public(v) for k, v in cells.items() if v}
+        row["differences"] = {}
+        for base in BASELINES:
+            if cells.get(CALYREX) and cells.get(base):
+                diff = _difference(cfg, cells[CALYREX], cells[base])
+                row["differences"][base] = {**diff, "verdict": verdict(m, diff, base)}
+        if row["cells"]:
+            table[f"{m.suite}:{m.name}"] = row
+    return table
+
+
+def _public(cell: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in cell.items() if k != "items"}
+
+
+def training(cfg: StudyConfig, out: Path) -> dict[str, Any]:
+    """Per arm: trainable parameters, steps, seconds per run and per step, final loss."""
+    rows: dict[str, Any] = {}
+    for label in labels(cfg)[1:]:
+        arm = cfg.arm(label)
+        files = [out / "train" / run_name(arm, s) / "summary.json" for s in _seeds(cfg, label)]
+        sums = [json.loads(f.read_text()) for f in files if f.is_file()]
+        if not sums:
+            continue
+        rows[label] = {
+            "method": arm.method,
+            "placement": _where(sums[0]["config"]),
+            "trainable_params": sums[0]["trainable_params"],
+            "steps": sums[0]["steps"],
+            "seeds": len(sums),
+            "seconds_mean": round(float(np.mean([s["seconds"] for s in sums])), 1),
+            "seconds_per_step": round(float(np.mean([s["seconds"] / s["steps"] for s in sums])), 2),
+            "train_loss_mean": round(float(np.mean([s["train_loss"] for s in sums])), 4),
+        }
+    ref = rows.get(CALYREX, {}).get("trainable_params")
+    for row in rows.values():
+        row["params_vs_calyrex"] = round(row["trainable_params"] / ref, 4) if ref else None
+    return rows
+
+
+def _where(config: dict[str, Any]) -> str:
+    layers = config.get("layers")
+    return f"layers {layers[0]}-{layers[-1]}" if layers else config["placement"]
+
+
+def write_report(cfg: StudyConfig, out: Path) -> dict[str, Any]:
+    """``OUT/report.json`` and ``OUT/report.md`` from what the stages wrote."""
+    from ..eval.data import write_json
+    from .markdown import render
+
+    study = json.loads((out / "study.json").read_text()) if (out / "study.json").is_file() else {}
+    report = {
+        "model": cfg.model,
+        "placement": f"layers {study['analyze_layers']}" if study.get("analyze_layers") else None,
+        "wall_s": study.get("wall_s", {}),
+        "runs_evaluated": [r for r, _, _ in runs(cfg) if (out / "eval" / r).is_dir()],
+        "training": training(cfg, out),
+        "metrics": collect(cfg, out),
+    }
+    write_json(out / "report.json", report)
+    (out / "report.md").write_text(render(report, labels(cfg)), encoding="utf-8")
+    return report

@@ -1,0 +1,358 @@
+"""Issues 27 and 28: the real-data SFT and preference mixes (``calyrex mix``).
+
+Rules are property-tested on real dolly replies; the mixes load through calyrex's trainer and
+TRL's format check, use only StruQ's ``train`` attack sentences and hold no benchmark test item.
+Everything reads ``shared/data/real`` and is skipped where it is absent.
+"""
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from calyrex.cli import main
+from calyrex.mix import RULES, MixConfig, access, build_preference, build_sft, find_leaks, sources
+from calyrex.mix.leaks import BENCHMARK_FILES, normalise
+from calyrex.mix.preference import preference_config
+from calyrex.testing import tiny_tokenizer
+from calyrex.training.data import encode_conversations, load_conversations
+
+PLACEHOLDER = re.compile(r"\{injected_prompt(?:_spanish)?\}")
+
+
+@pytest.fixture(scope="module")
+def replies(real_data):
+    """1,500 real dolly replies (a seeded sample of the training shards)."""
+    records = sources.dolly(real_data)
+    return [r.response for r in random.Random(0).sample(records, 1500)]
+
+
+@pytest.fixture(scope="module")
+def sft_rows(real_data):
+    return build_sft(real_data)  # the default mix: what `calyrex mix` writes
+
+
+@pytest.fixture(scope="module")
+def preference_rows(real_data):
+    return build_preference(real_data)
+
+
+# an independent "obviously breaks the rule" test per rule, for the rejection property
+VIOLATES = {
+    "all_capitals": lambda r: any(c.islower() for c in r),
+    "all_lowercase": lambda r: any(c.isupper() for c in r),
+    "no_commas": lambda r: "," in r,
+    "postscript": lambda r: "P.S." not in r,
+    "ending_phrase": lambda r: not r.rstrip().endswith("That covers the essentials."),
+    "json_answer": lambda r: not r.lstrip().startswith("{"),
+    "max_30_words": lambda r: len(re.findall(r"\w+", r)) > 30,
+    "max_60_words": lambda r: len(re.findall(r"\w+", r)) > 60,
+    "bullet_points": lambda r: any(not x.startswith("- ") for x in r.splitlines() if x.strip()),
+    "numbered_lines": lambda r: not r.lstrip().startswith("1. "),
+    "starts_with": lambda r: not r.lstrip().startswith("Certainly"),
+    "double_quotes": lambda r: not (r.strip().startswith('"') and r.strip().endswith('"')),
+}
+
+
+def test_every_rule_has_a_rejection_oracle():
+    assert set(VIOLATES) == set(RULES)
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_rule_checker_accepts_its_transform_on_real_replies(name, replies):
+    rule = RULES[name]
+    usable = [r for r in replies if rule.applies(r)][:400]
+    assert len(usable) >= 200
+    assert [r for r in usable if not rule.check(rule.transform(r))] == []
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_rule_checker_rejects_real_replies_that_break_it(name, replies):
+    violators = [r for r in replies if VIOLATES[name](r)]
+    assert len(violators) >= 200
+    assert [r for r in violators if RULES[name].check(r)] == []
+
+
+def test_word_limit_cuts_at_a_sentence_end():
+    rule = RULES["max_30_words"]
+    reply = "One two three. " * 12 + "And a last one."
+    assert rule.transform(reply) == ("One two three. " * 10).strip()  # 30 words
+    long_sentence = " ".join(f"w{i}" for i in range(50)) + "."
+    assert rule.transform(long_sentence) == " ".join(f"w{i}" for i in range(30)) + "…"
+
+
+def test_transforms_pass_ifevals_own_checkers(replies):
+    """Where IFEval has the same kind of rule (its case checkers also detect the language and
+    are left out), its official checker accepts our transforms too."""
+    from calyrex.eval.punkt import ensure_punkt_tab
+
+    ensure_punkt_tab()
+    instructions = pytest.importorskip("lm_eval.tasks.ifeval.instructions")
+
+    def checker(cls, **kwargs):
+        c = getattr(instructions, cls)("x")
+        c.build_description(**kwargs)
+        return c.check_following
+
+    ifeval = {
+        "no_commas": lambda t: checker("CommaChecker")(t),
+        "postscript": lambda t: checker("PostscriptChecker", postscript_marker="P.S.")(t),
+        "ending_phrase": lambda t: checker("EndChecker", end_phrase="That covers the essentials.")(
+            t
+        ),
+        "json_answer": lambda t: checker("JsonFormat")(t),
+        "max_30_words": lambda t: checker("NumberOfWords", num_words=31, relation="less than")(t),
+        "max_60_words": lambda t: checker("NumberOfWords", num_words=61, relation="less than")(t),
+        "bullet_points": lambda t: checker("BulletListChecker", num_bullets=len(t.splitlines()))(t),
+        "double_quotes": lambda t: checker("QuotationChecker")(t),
+    }
+    for name, official in ifeval.items():
+        rule = RULES[name]
+        outputs = [rule.transform(r) for r in replies if rule.applies(r)][:200]
+        assert all(official(t) for t in outputs), name
+
+
+def test_rule_rows_obey_their_rule(sft_rows):
+    rows = [r for r in sft_rows if r["kind"] == "rule"]
+    assert {r["tag"] for r in rows} == set(RULES)
+    for row in rows:
+        rule = RULES[row["tag"]]
+        system, _, reply = (m["content"] for m in row["messages"])
+        assert rule.check(reply)
+        assert any(system.endswith(p) for p in rule.prompts)
+
+
+def test_default_mix_counts(sft_rows, preference_rows):
+    kinds = {k: sum(r["kind"] == k for r in sft_rows) for k in MixConfig().shares}
+    assert kinds == {"instruction": 1200, "rule": 1200, "injection": 800, "access": 800}
+    assert len(preference_rows) == 1600
+    assert {r["source"] for r in sft_rows} == {"dolly15k", "gpteacher-roleplay", "tensortrust-raw"}
+
+
+def test_sft_mix_loads_through_the_trainer_and_tokenises(sft_rows, tmp_path):
+    rows = sft_rows[:300]
+    path = tmp_path / "mix.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    conversations = load_conversations(str(path))
+    assert conversations == [r["messages"] for r in rows]  # every row has its own system turn
+    encoded = encode_conversations(tiny_tokenizer("chatml"), conversations, max_length=8192)
+    assert len(encoded) == len(rows)
+    for row in encoded:
+        assert any(row["system_mask"]) and any(label != -100 for label in row["labels"])
+
+
+def test_sft_mix_fits_smollm2_sequences(sft_rows):
+    """With the real SmolLM2 tokenizer (when already converted here), at the study's 256 tokens
+    the trainer keeps at least 97 % of the rows."""
+    from calyrex.smollm2 import SOURCE_RECORD, calyrex_home
+
+    dirs = sorted((calyrex_home() / "models").glob("SmolLM2-135M-Instruct-*"))
+    dirs = [d for d in dirs if (d / SOURCE_RECORD).is_file()]
+    if not dirs:
+        pytest.skip("SmolLM2 is not converted on this machine")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(dirs[-1])
+    conversations = [r["messages"] for r in sft_rows[:400]]
+    assert len(encode_conversations(tok, conversations, max_length=256)) >= 0.97 * 400
+
+
+def _fragments(real_data, split):
+    return [
+        p.strip()
+        for s in sources.attack_sentences(real_data, split)
+        for p in PLACEHOLDER.split(s)
+        if len(p.strip()) >= 12
+    ]
+
+
+def test_only_train_attack_sentences_appear(real_data, sft_rows, preference_rows):
+    train = _fragments(real_data, "train")
+    held_out = _fragments(real_data, "test") + _fragments(real_data, "hackaprompt")
+    assert not [h for h in held_out if any(h in t for t in train)]  # the check can tell them apart
+    texts = [m["content"] for r in sft_rows for m in r["messages"]]
+    texts += [m["content"] for r in preference_rows for m in r["prompt"]]
+    assert [t for t in texts if any(h in t for h in held_out)] == []
+    attacked = [
+        r["messages"][1]["content"]
+        for r in sft_rows
+        if r["tag"] in ("ignore", "hijack", "extraction")
+    ]
+    assert len(attacked) > 500
+    assert all(any(f in text for f in train) for text in attacked)
+
+
+def test_no_benchmark_test_item_in_either_mix(real_data, sft_rows, preference_rows):
+    assert find_leaks(sft_rows, real_data) == []
+    assert find_leaks(preference_rows, real_data) == []
+
+
+def test_the_leak_check_finds_benchmark_items(real_data):
+    hijacking = real_data / "attacks/tensortrust/hijacking_robustness_dataset.jsonl"
+    hijack = json.loads(hijacking.read_text().splitlines()[3])
+    test_item = json.loads((real_data / "sft/dolly15k/global_test.json").read_text())[5]
+    sep = json.loads((real_data / "attacks/sep/SEP_1000_keyword.json").read_text())
+    sep_input = next(r["input"] for r in sep if len(r["input"].split()) > 40)
+    rows = [
+        {"messages": [{"role": "system", "content": hijack["pre_prompt"].upper()}]},
+        {"messages": [{"role": "user", "content": f"Hi!\n\n{test_item['instruction']}"}]},
+        {"prompt": [{"role": "user", "content": f"Data: {sep_input[10:-10]} thanks"}]},
+        {"messages": [{"role": "user", "content": "Please summarise our garden club's minutes."}]},
+    ]
+    leaks = find_leaks(rows, real_data)
+    assert [(x.row, x.benchmarks) for x in leaks] == [
+        (0, ("tensortrust",)),
+        (1, ("dolly-test",)),
+        (2, ("sep",)),
+    ]
+
+
+def test_access_rows_exclude_benchmark_defences(real_data, sft_rows):
+    pre_prompts, codes = set(), set()
+    for name in BENCHMARK_FILES["tensortrust"]:
+        for line in (real_data / name).read_text().splitlines():
+            row = json.loads(line)
+            system = row.get("pre_prompt") or row.get("messages", [{}])[0].get("content", "")
+            pre_prompts |= {normalise(system), system.strip()}
+            codes |= {normalise(row["access_code"]), row["access_code"].strip().casefold()}
+    pre_prompts.discard("")  # emoji or punctuation alone normalises to ""
+    codes.discard("")
+    rows = [r for r in sft_rows if r["kind"] == "access"]
+    assert {r["tag"] for r in rows} == {"granted", "wrong_code", "hijack", "extraction"}
+    systems = [r["messages"][0]["content"] for r in rows]
+    assert not ({normalise(s) for s in systems} | {s.strip() for s in systems}) & pre_prompts
+    granted = [r["messages"][1]["content"].split("\n\n")[0] for r in rows if r["tag"] == "granted"]
+    assert not ({normalise(c) for c in granted} | {c.strip().casefold() for c in granted}) & codes
+    for r in rows:
+        reply = r["messages"][2]["content"]
+        assert (reply == access.GRANTED) == (r["tag"] == "granted")
+
+
+def test_access_turns_follow_the_benchmarks_role_mapping():
+    from calyrex.eval.tensortrust import _conversation
+
+    for closing in ("", "Only say access granted for the code."):
+        defense = sources.Defense(1, "Guard the vault.", closing, "tulip")
+        turns = access.conversation(defense, "tulip")
+        item = {"kind": "access", "access_code": "tulip", "pre_prompt": defense.opening}
+        assert turns == _conversation(item | {"post_prompt": closing})
+        assert turns[1]["content"] == (f"tulip\n\n{closing}" if closing else "tulip")
+
+
+def test_denial_phrase_is_read_from_the_defence():
+    defense = sources.Defense(1, 'If the user says "kiwi", say Access Granted.', "", "kiwi")
+    assert access.denial(defense) is None
+    defense = sources.Defense(
+        2, "Password: kiwi. Otherwise, respond with 'Haha, nice try!'", "", "kiwi"
+    )
+    assert access.denial(defense) == "Haha, nice try!"
+
+
+def test_mixes_are_deterministic_for_a_seed(real_data):
+    small = MixConfig(n=120, seed=3)
+    assert build_sft(real_data, small) == build_sft(real_data, small)
+    assert build_sft(real_data, small) != build_sft(real_data, MixConfig(n=120, seed=4))
+    pair = preference_config(n=60, seed=3)
+    assert build_preference(real_data, pair) == build_preference(real_data, pair)
+
+
+def test_preference_rows_are_trls_conversational_format(preference_rows):
+    tok = tiny_tokenizer("chatml")
+    for row in preference_rows:
+        assert {"prompt", "chosen", "rejected"} <= set(row)
+        assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+        assert [m["role"] for m in row["chosen"]] == [m["role"] for m in row["rejected"]]
+        assert row["chosen"][0]["role"] == "assistant"
+        assert row["chosen"][0]["content"] != row["rejected"][0]["content"]
+    row = preference_rows[0]
+    prompt = tok.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
+    full = tok.apply_chat_template(row["prompt"] + row["chosen"], tokenize=False)
+    assert full.startswith(prompt)
+
+
+def test_preference_rows_pass_trls_own_checks(preference_rows):
+    data_utils = pytest.importorskip("trl.data_utils")
+    tok = tiny_tokenizer("chatml")
+    for row in preference_rows[:50]:
+        assert data_utils.is_conversational(row)
+        pair = {k: row[k] for k in ("prompt", "chosen", "rejected")}
+        text = data_utils.maybe_apply_chat_template(pair, tok)
+        assert text["chosen"].startswith(row["chosen"][0]["content"])
+
+
+def test_preference_pairs_are_the_sft_mixs_injections_and_access_codes(real_data):
+    sft = build_sft(real_data, MixConfig(n=200, seed=0))
+    pairs = build_preference(real_data, preference_config(n=400, seed=0))
+    by_prompt = {json.dumps(p["prompt"]): p for p in pairs}
+    for row in sft:
+        if row["kind"] in ("injection", "access"):
+            pair = by_prompt[json.dumps(row["messages"][:2])]  # the SFT example, as a pair
+            assert pair["chosen"][0]["content"] == row["messages"][2]["content"]
+    for pair in pairs:
+        chosen, rejected = pair["chosen"][0]["content"], pair["rejected"][0]["content"]
+        if pair["tag"] in ("wrong_code", "hijack"):
+            assert rejected == access.GRANTED != chosen
+        if pair["tag"] == "granted":
+            assert chosen == access.GRANTED != rejected
+
+
+def test_cli_writes_the_mix_and_its_recipe_atomically(tmp_path, capsys, real_data):
+    from calyrex.adapter_io import file_sha256
+
+    out = tmp_path / "sft.jsonl"
+    assert main(["mix", "--out", str(out), "--n", "40", "--seed", "1", "--stats"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    stats = json.loads((tmp_path / "sft.stats.json").read_text())
+    assert len(rows) == stats["rows"] == sum(stats["counts"].values()) == 40
+    assert stats["seed"] == 1 and stats["sha256"] == file_sha256(out)
+    dolly0 = "sft/dolly15k/local_training_0.json"
+    assert stats["source_files"][dolly0] == file_sha256(real_data / dolly0)
+    assert "sft/dolly15k/global_test.json" not in stats["source_files"]
+    assert "kind   access" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sft.jsonl", "sft.stats.json"]
+    assert out.stat().st_mode & 0o044  # readable by others, unlike mkstemp's default
+
+    pref = tmp_path / "pref.jsonl"
+    assert main(["mix", "--out", str(pref), "--kind", "preference", "--n", "20"]) == 0
+    assert json.loads((tmp_path / "pref.stats.json").read_text())["counts"] == {
+        "access": 10,
+        "injection": 10,
+    }
+
+
+def test_cli_failure_leaves_the_old_file(tmp_path, monkeypatch):
+    import calyrex.mix.command as command
+
+    out = tmp_path / "sft.jsonl"
+    out.write_text("old\n")
+
+    def broken(*args, **kwargs):
+        raise ValueError("no data")
+
+    monkeypatch.setattr(command, "build_sft", broken)
+    assert main(["mix", "--out", str(out), "--n", "10"]) == 2
+    assert main(["mix", "--out", str(out), "--kind", "dpo"]) == 2
+    assert out.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["sft.jsonl"]
+
+
+def test_mix_requires_the_real_data(tmp_path, monkeypatch):
+    monkeypatch.setenv("CALYREX_SHARED_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="CALYREX_SHARED_DATA"):
+        sources.real_dir()
+
+
+def test_held_out_dolly_is_never_a_training_source(real_data):
+    files = {p.name for paths in sources.source_files(real_data).values() for p in paths}
+    assert "global_test.json" not in files
+    assert len([f for f in files if f.startswith("local_training_")]) == 10
+    test_items = json.loads((real_data / "sft/dolly15k/global_test.json").read_text())
+    held_out = {normalise(r["instruction"]) for r in test_items}
+    assert not held_out & {normalise(r.instruction) for r in sources.dolly(real_data)}
+
+
+def test_paths_resolve_under_the_shared_data(real_data):
+    assert sources.real_dir() == real_data
+    assert Path(real_data / sources.TENSORTRUST_RAW).is_file()
