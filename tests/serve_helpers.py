@@ -13,10 +13,11 @@ SYSTEM = "Always answer in capital letters."
 NAME = "tiny"
 
 
-def cal_model(tok, seed=1):
-    """A 4-layer hidden-32 Qwen2 with random CAL weights after its last two layers."""
+def cal_model(tok, seed=1, **config):
+    """A 4-layer hidden-32 Qwen2 with random CAL weights after its last two layers (``config``:
+    overrides of ``tiny_config``, e.g. a longer ``max_position_embeddings``)."""
     wrapped = calyrex.wrap(
-        tiny_model("qwen2"), calyrex.CalyrexConfig(placement="late_half"), tokenizer=tok
+        tiny_model("qwen2", **config), calyrex.CalyrexConfig(placement="late_half"), tokenizer=tok
     )
     return randomize(wrapped, seed=seed)
 

@@ -22,6 +22,7 @@ characters.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,7 +77,11 @@ def _encode(tokenizer: Any, text: str, plain: bool) -> tuple[list[int], list[tup
 
 
 def tokenise(tokenizer: Any, rendered: Rendered) -> tuple[list[int], list[tuple[int, int]]]:
-    """(ids, character offsets) of a rendered conversation (module doc, "Token parity")."""
+    """(ids, character offsets) of a rendered conversation (module doc, "Token parity").
+
+    Linear in the text: every lookup below is a bisection over positions in text order (a
+    conversation of many messages full of special-token strings is a request like any other).
+    """
     if not getattr(tokenizer, "is_fast", False):
         raise ChatTemplateError(
             "calyrex needs a fast tokenizer (tokenizer.json) to map characters to tokens"
@@ -85,17 +90,19 @@ def tokenise(tokenizer: Any, rendered: Rendered) -> tuple[list[int], list[tuple[
     pattern = _special_pattern(tokenizer)
     if pattern is None:
         return ids, offsets
-    inside = lambda pos: any(a <= pos < b for a, b, _ in rendered.contents)  # noqa: E731
-    hits = list(pattern.finditer(rendered.text))
-    if not any(inside(m.start()) for m in hits):
+    matches = list(pattern.finditer(rendered.text))
+    hits = [m.start() for m in matches]  # in text order
+    inside = _inside(rendered.contents)
+    if not any(inside(h) for h in hits):
         return ids, offsets
     # pieces between the template's own special tokens; re-tokenise as plain text those that hold
     # a special-token string written inside a message content
-    cuts = [0] + [x for m in hits if not inside(m.start()) for x in m.span()] + [len(rendered.text)]
+    cuts = [0] + [x for m in matches if not inside(m.start()) for x in m.span()]
+    cuts.append(len(rendered.text))
     pieces = [
         (a, b)
         for a, b in zip(cuts[::2], cuts[1::2], strict=True)
-        if any(a <= m.start() < b for m in hits)
+        if bisect.bisect_left(hits, a) < bisect.bisect_left(hits, b)  # a hit starts in [a, b)
     ]
     out_ids: list[int] = []
     out_off: list[tuple[int, int]] = []
@@ -113,14 +120,36 @@ def tokenise(tokenizer: Any, rendered: Rendered) -> tuple[list[int], list[tuple[
     return out_ids + ids[k:], out_off + offsets[k:]
 
 
+def _inside(contents: Sequence[tuple[int, int, int]]) -> Any:
+    """``pos -> bool``: is ``pos`` inside a content? (contents in text order, disjoint)"""
+    starts, ends = [a for a, _, _ in contents], [b for _, b, _ in contents]
+
+    def inside(pos: int) -> bool:
+        j = bisect.bisect_right(starts, pos) - 1
+        return j >= 0 and pos < ends[j]
+
+    return inside
+
+
 def token_owners(
     offsets: Sequence[tuple[int, int]], contents: Sequence[tuple[int, int, int]]
-) -> list[set[int]]:
-    """For each token, the indices of the messages whose content characters it holds."""
+) -> list[frozenset[int]]:
+    """For each token, the indices of the messages whose content characters it holds.
+
+    ``contents`` are in text order and disjoint (as :func:`~calyrex.render.render` gives them),
+    so each token looks only at the contents it overlaps: linear in tokens + contents. Equal sets
+    are one shared frozenset (a long conversation is not a million small objects).
+    """
+    starts, ends = [a for a, _, _ in contents], [b for _, b, _ in contents]
+    shared: dict[tuple[int, ...], frozenset[int]] = {}
     out = []
     for s, e in offsets:
         e = max(e, s + 1)  # a zero-width token (a prepended ▁) belongs where it stands
-        out.append({i for a, b, i in contents if s < b and a < e})
+        j = k = bisect.bisect_right(ends, s)  # the first content ending after s
+        while k < len(contents) and starts[k] < e:
+            k += 1
+        owners = tuple(c[2] for c in contents[j:k])
+        out.append(shared.get(owners) or shared.setdefault(owners, frozenset(owners)))
     return out
 
 

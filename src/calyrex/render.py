@@ -137,22 +137,41 @@ def _variants(content: str) -> list[str]:
 def _align(
     real: str, template: Sequence[str], contents: Sequence[str]
 ) -> list[tuple[int, int]] | None:
-    """Parse ``real`` as template[0] c0' template[1] c1' ...; the (start, end) of each ci'."""
+    """Parse ``real`` as template[0] c0' template[1] c1' ...; the (start, end) of each ci'.
 
-    def step(i: int, pos: int) -> list[tuple[int, int]] | None:
-        if i == len(contents):
-            return [] if pos == len(real) else None
+    A depth-first search over the variants of each content, in order (the first parse found is
+    the answer), kept on an explicit stack so a conversation of any length fits; a (message,
+    position) that failed once is never searched again.
+    """
+
+    def ends(i: int, pos: int) -> Iterator[int]:  # where content i may end when it starts at pos
         for v in _variants(contents[i]):
             end = pos + len(v)
             if real.startswith(v, pos) and real.startswith(template[i + 1], end):
-                rest = step(i + 1, end + len(template[i + 1]))
-                if rest is not None:
-                    return [(pos, end), *rest]
-        return None
+                yield end
 
     if not real.startswith(template[0]):
         return None
-    return step(0, len(template[0]))
+    if not contents:
+        return [] if len(template[0]) == len(real) else None
+    starts, chosen = [len(template[0])], [0]  # per open message: its start and the end tried
+    frames, failed = [ends(0, starts[0])], set()
+    while frames:
+        i = len(frames) - 1
+        end = next(frames[i], None)
+        if end is None:  # every variant of message i failed here: back to message i - 1
+            failed.add((i, starts.pop()))
+            del frames[-1], chosen[-1]
+            continue
+        chosen[i], after = end, end + len(template[i + 1])
+        if i + 1 == len(contents):
+            if after == len(real):
+                return list(zip(starts, chosen, strict=True))
+        elif (i + 1, after) not in failed:
+            starts.append(after)
+            chosen.append(0)
+            frames.append(ends(i + 1, after))
+    return None
 
 
 def render(

@@ -1,17 +1,19 @@
 """The HTTP surface: OpenAI's chat-completions API over an :class:`~calyrex.serve.engine.Engine`.
 
-``POST /v1/chat/completions`` (JSON or SSE ``chat.completion.chunk`` frames ending in
-``data: [DONE]``), ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text).
-Every error is OpenAI-shaped JSON (``{"error": {"message", "type", "param", "code"}}``) with its
-4xx/5xx status; bad input is always a 4xx, never a crash.
+``POST /v1/chat/completions`` (JSON or SSE, :mod:`calyrex.serve.reply`), ``GET /v1/models``,
+``GET /health``, ``GET /metrics`` (Prometheus text). Every error is OpenAI-shaped JSON
+(``{"error": {"message", "type", "param", "code"}}``) with its 4xx/5xx status, and is counted in
+``calyrex_requests_rejected_total``; bad input is always a 4xx, never a crash.
+
+A request's path: the API key (:mod:`~calyrex.serve.auth`), the body and its limits
+(:mod:`~calyrex.serve.body`), the fields (:mod:`~calyrex.serve.request`), rendering and
+tokenisation on an encoding thread (:mod:`~calyrex.serve.encoder`), the window, then the engine.
+From submission on, a watcher cancels the request the moment its client disconnects.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,36 +23,44 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from ..render import ChatTemplateError
-from .engine import Engine, Event, Job, Usage
-from .errors import APIError, error_body
-from .prompt import Prompt, encode_prompt
+from .auth import APIKeyAuth
+from .body import read_json
+from .encoder import Encoder
+from .engine import Engine, Event, Job
+from .errors import APIError, error_body, reason_of
+from .reply import Reply
 from .request import ChatRequest, parse_request
 
 
 def create_app(engine: Engine) -> FastAPI:
     """The FastAPI app; its lifespan starts the engine and shuts it down gracefully."""
+    cfg, metrics = engine.cfg, engine.metrics
+    encoder = Encoder(engine.tokenizer, cfg.encode_workers)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not engine.started:
             await run_in_threadpool(engine.start)
         yield
+        encoder.shutdown()
         await run_in_threadpool(engine.shutdown)
 
     app = FastAPI(title="calyrex serve", lifespan=lifespan)
-    cfg = engine.cfg
+    app.add_middleware(APIKeyAuth, keys=cfg.api_keys, metrics=metrics)
 
     @app.exception_handler(APIError)
     async def api_error(request: Request, err: APIError) -> JSONResponse:
+        metrics.reject(err.status, err.reason)
         return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, err: HTTPException) -> JSONResponse:
+        metrics.reject(err.status_code, reason_of(err.status_code))
         return JSONResponse(error_body(err.status_code, str(err.detail)), err.status_code)
 
     @app.exception_handler(Exception)
     async def crash(request: Request, err: Exception) -> JSONResponse:
+        metrics.reject(500, "internal")
         return JSONResponse(error_body(500, f"internal error: {type(err).__name__}: {err}"), 500)
 
     @app.get("/health")
@@ -60,8 +70,8 @@ def create_app(engine: Engine) -> FastAPI:
         return JSONResponse({"status": "ok"})
 
     @app.get("/metrics")
-    async def metrics() -> PlainTextResponse:
-        return PlainTextResponse(engine.metrics.render(), media_type="text/plain; version=0.0.4")
+    async def metrics_text() -> PlainTextResponse:
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -70,12 +80,8 @@ def create_app(engine: Engine) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        try:
-            body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError) as err:
-            raise APIError(400, f"the request body is not valid JSON: {err}") from err
-        req = parse_request(body, cfg)
-        prompt = await run_in_threadpool(_encode, engine, req)
+        req = parse_request(await read_json(request, cfg, metrics), cfg)
+        prompt = await encoder(req.messages)
         max_tokens = _max_tokens(engine, req, len(prompt.input_ids))
         queue: asyncio.Queue[Event] = asyncio.Queue()
         loop = asyncio.get_running_loop()
@@ -88,24 +94,27 @@ def create_app(engine: Engine) -> FastAPI:
 
         job = Job(prompt, max_tokens, emit, req.sampling, req.stop, req.cache_salt, req.ignore_eos)
         engine.submit(job)
-        reply = Reply(cfg.model_name, req.include_usage)
+        reply = Reply(cfg.model_name, req.include_usage, asyncio.create_task(_watch(request, job)))
         if req.stream:
             return StreamingResponse(
                 reply.stream(job, queue),
                 media_type="text/event-stream",
-                headers={"Cache-Control": "no-cache"},
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        return await reply.collect(job, queue, request)
+        return await reply.collect(queue)
 
     return app
 
 
-def _encode(engine: Engine, req: ChatRequest) -> Prompt:
-    try:
-        with engine.encode_lock:
-            return encode_prompt(engine.tokenizer, req.messages)
-    except ChatTemplateError as err:
-        raise APIError(400, f"the chat template rejected the conversation: {err}") from err
+async def _watch(request: Request, job: Job) -> None:
+    """Cancel ``job`` when its client disconnects (the engine drops it at its next step).
+
+    The body has been read, so the next ASGI message is the disconnect (or the end of the
+    response, when the reply cancels this task).
+    """
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    job.cancelled.set()
 
 
 def _max_tokens(engine: Engine, req: ChatRequest, prompt: int) -> int:
@@ -127,73 +136,3 @@ def _max_tokens(engine: Engine, req: ChatRequest, prompt: int) -> int:
             code="context_length_exceeded",
         )
     return req.max_tokens or min(engine.cfg.default_max_tokens, window - prompt)
-
-
-class Reply:
-    """One request's answer in OpenAI's shapes, whole or as SSE chunks."""
-
-    def __init__(self, model: str, include_usage: bool) -> None:
-        self.id = f"chatcmpl-{uuid.uuid4().hex}"
-        self.model, self.include_usage = model, include_usage
-        self.created = int(time.time())
-
-    def _head(self, kind: str) -> dict[str, Any]:
-        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
-
-    @staticmethod
-    def usage(u: Usage) -> dict[str, Any]:
-        return {
-            "prompt_tokens": u.prompt_tokens,
-            "completion_tokens": u.completion_tokens,
-            "total_tokens": u.prompt_tokens + u.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
-        }
-
-    async def collect(self, job: Job, queue: asyncio.Queue[Event], request: Request) -> Response:
-        parts: list[str] = []
-        while True:
-            try:
-                event = await asyncio.wait_for(queue.get(), timeout=0.25)
-            except TimeoutError:
-                if await request.is_disconnected():
-                    job.cancelled.set()  # stops at the engine's next step
-                    return Response(status_code=499)
-                continue
-            if event.kind == "text":
-                parts.append(event.text)
-            elif event.kind == "error":
-                raise APIError(event.status, event.text)
-            else:
-                message = {"role": "assistant", "content": "".join(parts)}
-                choice = {"index": 0, "message": message, "logprobs": None,
-                          "finish_reason": event.finish_reason}  # fmt: skip
-                body = {**self._head("chat.completion"), "choices": [choice],
-                        "usage": self.usage(event.usage)}  # fmt: skip
-                return JSONResponse(body)
-
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        body = {**self._head("chat.completion.chunk"), "choices": [choice]}
-        if self.include_usage:
-            body["usage"] = None
-        return f"data: {json.dumps(body)}\n\n"
-
-    async def stream(self, job: Job, queue: asyncio.Queue[Event]) -> AsyncIterator[str]:
-        """SSE frames; a client that goes away cancels the request (``finally``)."""
-        try:
-            event = await queue.get()  # the role frame goes out with the first token
-            yield self._chunk({"role": "assistant", "content": ""})
-            while event.kind == "text":
-                yield self._chunk({"content": event.text})
-                event = await queue.get()
-            if event.kind == "error":  # e.g. shutdown: a clear final event, then [DONE]
-                yield f"data: {json.dumps(error_body(event.status, event.text))}\n\n"
-            else:
-                yield self._chunk({}, event.finish_reason)
-                if self.include_usage:
-                    body = {**self._head("chat.completion.chunk"), "choices": [],
-                            "usage": self.usage(event.usage)}  # fmt: skip
-                    yield f"data: {json.dumps(body)}\n\n"
-            yield "data: [DONE]\n\n"
-        finally:
-            job.cancelled.set()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,11 @@ def serve(
     dtype: str = "auto",
     device: str | None = None,
     shutdown_grace: float = 10.0,
+    api_key: list[str] | None = None,
+    max_body_bytes: int = 8 << 20,
+    max_messages: int = 2048,
+    max_message_chars: int = 1 << 20,
+    max_json_depth: int = 64,
 ) -> int:
     """Serve MODEL (+ ADAPTER) behind an OpenAI-compatible API (/v1/chat/completions).
 
@@ -35,11 +42,15 @@ def serve(
     --max-queue more wait, then 429. --cache-bytes bounds the system-prompt cache (0: off);
     --cache-salt separates tenants. The served model id is --served-model-name (default: MODEL).
     --dtype auto (bf16 where this machine is fast at it, else float32) | float32 | bfloat16.
+    --api-key KEY [KEY ...] (and CALYREX_API_KEY, comma-separated): every route but /health wants
+    "Authorization: Bearer KEY". --max-body-bytes, --max-messages, --max-message-chars and
+    --max-json-depth bound a request before any work is done on it (a 4xx naming the flag).
     """
     import uvicorn
 
     from ..loading import load_model
     from .app import create_app
+    from .auth import ENV, api_keys, bind_warning
     from .engine import Engine
 
     cfg = ServeConfig(
@@ -53,7 +64,15 @@ def serve(
         developer_role=developer_role,
         later_system=later_system,
         shutdown_grace_s=shutdown_grace,
+        api_keys=api_keys(api_key, os.environ.get(ENV)),
+        max_body_bytes=max_body_bytes,
+        max_messages=max_messages,
+        max_message_chars=max_message_chars,
+        max_json_depth=max_json_depth,
     )
+    warning = bind_warning(host, cfg.api_keys)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     hf_model, tok = load_model(model, adapter, dtype, device)
     engine = Engine(hf_model, tok, cfg).start()
     server = uvicorn.Server(
@@ -72,7 +91,8 @@ def serve(
         exit_uvicorn(sig, frame)
 
     server.handle_exit = handle_exit  # type: ignore[method-assign]
-    print(f"calyrex serve: {cfg.model_name} on http://{host}:{port}/v1", flush=True)
+    auth = f", {len(cfg.api_keys)} API key(s)" if cfg.api_keys else ""
+    print(f"calyrex serve: {cfg.model_name} on http://{host}:{port}/v1{auth}", flush=True)
     try:
         server.run()
     except KeyboardInterrupt:  # uvicorn re-raises the signal it shut down on

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEVELOPER_ROLE = ("reject", "system", "user")  # what a ``developer`` message becomes
 LATER_SYSTEM = ("reject", "user")  # what a system message after the first message becomes
 CLIENT_SYSTEM = ("reject", "override")  # a client system message under a pinned prompt
+LIMITS = ("max_stop_chars", "max_body_bytes", "max_json_depth", "max_messages",
+          "max_message_chars", "encode_workers")  # fmt: skip
 
 
 @dataclass
@@ -22,7 +24,16 @@ class ServeConfig:
     later_system: str = "reject"  # reject | user
     default_max_tokens: int = 512  # when the request names none (capped by the window)
     max_stop: int = 4  # OpenAI's limit on ``stop`` strings
+    max_stop_chars: int = 256  # each stop string (checked against the reply at every token)
     shutdown_grace_s: float = 10.0  # in-flight requests get this long to finish on shutdown
+    # every route but /health wants ``Authorization: Bearer <one of these>``; empty: no auth
+    api_keys: tuple[str, ...] = field(default=(), repr=False)  # never printed or logged
+    # limits checked before any work (each a 4xx naming its flag)
+    max_body_bytes: int = 8 << 20  # request body, counted while it is read (413 past it)
+    max_json_depth: int = 64  # nesting of [ and { in the body
+    max_messages: int = 2048  # OpenAI's own limit
+    max_message_chars: int = 1 << 20  # characters of one message's content
+    encode_workers: int = 4  # threads that render and tokenise requests (not the engine's)
 
     def __post_init__(self) -> None:
         for name, allowed in (
@@ -37,3 +48,9 @@ class ServeConfig:
                 "max_concurrency must be ≥ 1, max_queue and cache_bytes ≥ 0, got "
                 f"{self.max_concurrency}, {self.max_queue}, {self.cache_bytes}"
             )
+        for name in LIMITS:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        self.api_keys = tuple(self.api_keys)
+        if not all(isinstance(k, str) and k.strip() for k in self.api_keys):
+            raise ValueError("api_keys must be non-empty strings")

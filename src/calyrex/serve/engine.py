@@ -5,12 +5,14 @@ Each iteration of its loop (Orca-style iteration-level scheduling):
 1. admit waiting requests while rows are free (``max_concurrency``): prefill each on its own —
    the system turn from the prompt cache when it is there — sample its first token, and append
    its cache to the decode batch (:mod:`calyrex.serve.batch`);
-2. drop rows whose client went away (a disconnect stops a request at the next step);
+2. drop rows and waiting requests whose client went away (the server sets ``Job.cancelled`` as
+   soon as the connection closes, so a disconnect frees its row at the next step);
 3. one batched decode step for every running row; each samples with its own parameters, and
    rows that finished (end of turn, stop string, ``max_tokens``) leave the batch.
 
-Requests are handed in by :meth:`Engine.submit` from any thread; what a request produces goes
-back through its ``emit`` callback (the server wraps it onto its event loop).
+Requests are handed in by :meth:`Engine.submit` from any thread, already rendered and tokenised
+(:mod:`calyrex.serve.encoder`): this thread and its lock do model work only. What a request
+produces goes back through its ``emit`` callback (the server wraps it onto its event loop).
 """
 
 from __future__ import annotations
@@ -106,10 +108,9 @@ class Engine:
         self, model: Any, tokenizer: Any, cfg: ServeConfig, metrics: Metrics | None = None
     ) -> None:
         self.model, self.tokenizer, self.cfg = model.eval(), tokenizer, cfg
-        # HF fast tokenizers mutate their padding/truncation state on every call: the engine
-        # thread decodes with its own copy, request threads encode with ``tokenizer`` under a lock
+        # HF fast tokenizers mutate their state on every call: the engine thread decodes with its
+        # own copy (encoding threads have theirs, calyrex.serve.encoder)
         self._detokenizer = copy.deepcopy(tokenizer)
-        self.encode_lock = threading.Lock()
         self.metrics = metrics or Metrics()
         self.cache = PromptCache(cfg.cache_bytes)
         self.uses_span = hasattr(model, "cal_blocks")  # a plain HF model takes no system_mask
@@ -192,8 +193,13 @@ class Engine:
                 self._cond.wait_for(lambda: self._waiting or self._rows or self._stopping)
                 if self._abort or (self._stopping and not self._waiting and not self._rows):
                     break
+                gone = [j for j in self._waiting if j.cancelled.is_set()]
+                if gone:
+                    self._waiting = deque(j for j in self._waiting if not j.cancelled.is_set())
                 free = self.cfg.max_concurrency - len(self._rows)
                 admitted = [self._waiting.popleft() for _ in range(min(free, len(self._waiting)))]
+            for job in gone:  # the client left while it waited: its queue place is free
+                self._finish(job, Usage(len(job.prompt.input_ids)), "cancelled")
             for job in admitted:
                 try:
                     self._admit(job)
@@ -217,6 +223,7 @@ class Engine:
 
     @torch.no_grad()
     def _admit(self, job: Job) -> None:
+        self.metrics.observe("calyrex_queue_wait_seconds", time.perf_counter() - job.submitted)
         if job.cancelled.is_set():
             self._finish(job, Usage(len(job.prompt.input_ids)), "cancelled")
             return
@@ -318,7 +325,7 @@ class Engine:
     def _finish(self, job: Job, usage: Usage, reason: str) -> None:
         if job.closed:
             return
-        self.metrics.add("calyrex_requests_total", label=reason)
+        self.metrics.add("calyrex_requests_total", 1, reason)
         self.metrics.add("calyrex_prompt_tokens_total", usage.prompt_tokens)
         job.emit(Event("done", finish_reason=reason, usage=usage))
         self._release(job)
@@ -326,7 +333,7 @@ class Engine:
     def _fail(self, job: Job, message: str, status: int = 500) -> None:
         if job.closed:
             return
-        self.metrics.add("calyrex_requests_total", label="error")
+        self.metrics.add("calyrex_requests_total", 1, "error")
         job.emit(Event("error", text=message, status=status))
         self._release(job)
 

@@ -8,8 +8,11 @@ from collections.abc import Callable
 
 HELP = {
     "calyrex_requests_total": ("counter", "Chat completion requests by outcome"),
+    "calyrex_requests_rejected_total": ("counter", "Responses with an error status, by reason"),
     "calyrex_requests_running": ("gauge", "Requests decoding now (rows of the decode batch)"),
     "calyrex_queue_depth": ("gauge", "Admitted requests waiting for a row"),
+    "calyrex_queue_wait_seconds": ("summary", "Submission to admission into the decode batch"),
+    "calyrex_request_body_bytes": ("summary", "Bytes of chat request bodies read"),
     "calyrex_prompt_tokens_total": ("counter", "Prompt tokens of finished requests"),
     "calyrex_completion_tokens_total": ("counter", "Generated tokens"),
     "calyrex_prefill_tokens_forwarded_total": ("counter", "Prompt tokens run through the model"),
@@ -22,6 +25,19 @@ HELP = {
     "calyrex_decode_rows_total": ("counter", "Rows over all decode steps (÷ steps = mean batch)"),
     "calyrex_time_to_first_token_seconds": ("summary", "Submission to first token"),
 }
+LABELS = {  # the label names of a labelled counter, in the order its values are given
+    "calyrex_requests_total": ("outcome",),
+    "calyrex_requests_rejected_total": ("status", "reason"),
+}
+Labels = str | tuple[str, ...]
+
+
+def _key(labels: Labels) -> tuple[str, ...]:
+    return (labels,) if isinstance(labels, str) else tuple(labels)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 class Metrics:
@@ -29,21 +45,25 @@ class Metrics:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts: Counter[tuple[str, str]] = Counter()
+        self._counts: Counter[tuple[str, tuple[str, ...]]] = Counter()
         self.gauges: dict[str, Callable[[], float]] = {}
 
-    def add(self, name: str, value: float = 1, label: str = "") -> None:
+    def add(self, name: str, value: float = 1, labels: Labels = ()) -> None:
         with self._lock:
-            self._counts[name, label] += value
+            self._counts[name, _key(labels)] += value
 
-    def get(self, name: str, label: str = "") -> float:
+    def get(self, name: str, labels: Labels = ()) -> float:
         with self._lock:
-            return self._counts[name, label]
+            return self._counts[name, _key(labels)]
 
-    def observe(self, name: str, seconds: float) -> None:
+    def observe(self, name: str, value: float) -> None:
         with self._lock:
-            self._counts[name + "_sum", ""] += seconds
-            self._counts[name + "_count", ""] += 1
+            self._counts[name + "_sum", ()] += value
+            self._counts[name + "_count", ()] += 1
+
+    def reject(self, status: int, reason: str) -> None:
+        """Count a response with an error status (a 4xx or 5xx, generation or not)."""
+        self.add("calyrex_requests_rejected_total", 1, (str(status), reason))
 
     def render(self) -> str:
         with self._lock:
@@ -55,10 +75,11 @@ class Metrics:
                 lines.append(f"{name} {float(self.gauges[name]())}")
             elif kind == "summary":
                 for part in ("_sum", "_count"):
-                    lines.append(f"{name}{part} {float(counts.get((name + part, ''), 0))}")
+                    lines.append(f"{name}{part} {float(counts.get((name + part, ()), 0))}")
             else:
                 labelled = sorted((lab, v) for (n, lab), v in counts.items() if n == name)
-                for lab, v in labelled or [("", 0)]:
-                    tag = f'{{outcome="{lab}"}}' if lab else ""
-                    lines.append(f"{name}{tag} {float(v)}")
+                for lab, v in labelled or [((), 0)]:
+                    pairs = zip(LABELS.get(name, ()), lab, strict=False)
+                    tag = ",".join(f'{k}="{_escape(x)}"' for k, x in pairs)
+                    lines.append(f"{name}{{{tag}}} {float(v)}" if tag else f"{name} {float(v)}")
         return "\n".join(lines) + "\n"

@@ -2,13 +2,15 @@
 
 Accepted: ``messages``, ``model``, ``max_tokens`` / ``max_completion_tokens``, ``temperature``,
 ``top_p``, ``stop``, ``seed``, ``stream``, ``stream_options.include_usage``, ``n`` = 1,
-``cache_salt`` and ``ignore_eos`` (vLLM's extensions). Fields this server cannot honour (``n`` > 1, tools, logprobs, JSON mode, penalties,
-logit bias) are a 400 rather than silently ignored; other fields (``user``, ``metadata``, ...)
-change nothing and are ignored.
+``cache_salt`` and ``ignore_eos`` (vLLM's extensions). Fields this server cannot honour (``n`` >
+1, tools, logprobs, JSON mode, penalties, logit bias) are a 400 rather than silently ignored;
+other fields (``user``, ``metadata``, ...) change nothing and are ignored. Numbers must be finite
+and in range; the number of messages and each one's length are bounded (``ServeConfig``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,15 +36,18 @@ UNSUPPORTED: dict[str, tuple[Any, ...]] = {
 }
 
 
+GREEDY = 1e-5  # vLLM's epsilon: logits / 5e-324 overflow to inf, and softmax to NaN
+
+
 @dataclass
 class SamplingParams:
-    temperature: float = 1.0  # 0 = greedy
+    temperature: float = 1.0  # below GREEDY: greedy
     top_p: float = 1.0
     seed: int | None = None
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0.0
+        return self.temperature < GREEDY
 
 
 @dataclass
@@ -67,7 +72,7 @@ def parse_request(body: Any, cfg: ServeConfig) -> ChatRequest:
     if model is not None and model != cfg.model_name:
         raise APIError(
             404,
-            f"the model {model!r} does not exist; this server serves {cfg.model_name!r}",
+            f"the model {_show(model)} does not exist; this server serves {cfg.model_name!r}",
             param="model",
             code="model_not_found",
         )
@@ -84,14 +89,14 @@ def parse_request(body: Any, cfg: ServeConfig) -> ChatRequest:
             400, "stream_options must be an object and needs stream: true", param="stream_options"
         )
     return ChatRequest(
-        messages=apply_span_policy(_messages(body.get("messages")), cfg),
+        messages=apply_span_policy(_messages(body.get("messages"), cfg), cfg),
         max_tokens=_max_tokens(body),
         sampling=SamplingParams(
             temperature=_number(body, "temperature", float, 0.0, 2.0, default=1.0),
             top_p=_number(body, "top_p", float, 0.0, 1.0, default=1.0, open_low=True),
             seed=_number(body, "seed", int, -(2**63), 2**64 - 1, default=None),
         ),
-        stop=_stop(body.get("stop"), cfg.max_stop),
+        stop=_stop(body.get("stop"), cfg),
         stream=stream,
         include_usage=bool(options and _flag(options, "include_usage", "stream_options.")),
         cache_salt=_string(body, "cache_salt"),
@@ -99,9 +104,17 @@ def parse_request(body: Any, cfg: ServeConfig) -> ChatRequest:
     )
 
 
-def _messages(messages: Any) -> list[dict[str, str]]:
+def _messages(messages: Any, cfg: ServeConfig) -> list[dict[str, str]]:
     if not isinstance(messages, list) or not messages:
         raise APIError(400, "messages must be a non-empty list", param="messages")
+    if len(messages) > cfg.max_messages:
+        raise APIError(
+            400,
+            f"messages holds {len(messages)} messages; this server's limit is "
+            f"{cfg.max_messages} (--max-messages)",
+            param="messages",
+            code="too_many_messages",
+        )
     out = []
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
@@ -111,12 +124,21 @@ def _messages(messages: Any) -> list[dict[str, str]]:
         if role not in ROLES:
             raise APIError(
                 400,
-                f"{where}.role is {role!r}; supported roles: {', '.join(ROLES)}",
+                f"{where}.role is {_show(role)}; supported roles: {', '.join(ROLES)}",
                 param=f"{where}.role",
             )
         if m.get("tool_calls") or m.get("function_call"):
             raise APIError(400, f"{where}: tool calls are not supported", param=where)
-        out.append({"role": role, "content": message_text(m.get("content"), f"{where}.content")})
+        text = message_text(m.get("content"), f"{where}.content")
+        if len(text) > cfg.max_message_chars:
+            raise APIError(
+                400,
+                f"{where}.content is {len(text)} characters; this server's limit is "
+                f"{cfg.max_message_chars} (--max-message-chars)",
+                param=f"{where}.content",
+                code="message_too_long",
+            )
+        out.append({"role": role, "content": text})
     return out
 
 
@@ -143,15 +165,25 @@ def _number(
     if value is None:
         return default
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok and isinstance(value, float) and not math.isfinite(value):  # NaN, Infinity, 1e999
+        raise APIError(400, f"{name} must be a finite number, got {_show(value)}", param=name)
     if kind is int:
-        ok = ok and float(value).is_integer()
+        ok = ok and (isinstance(value, int) or value.is_integer())
     if not ok:
         what = "an integer" if kind is int else "a number"
-        raise APIError(400, f"{name} must be {what}, got {value!r}", param=name)
+        raise APIError(400, f"{name} must be {what}, got {_show(value)}", param=name)
     if value < low or value > high or (open_low and value == low):
         side = "(" if open_low else "["
-        raise APIError(400, f"{name} must be in {side}{low}, {high}], got {value!r}", param=name)
+        raise APIError(
+            400, f"{name} must be in {side}{low}, {high}], got {_show(value)}", param=name
+        )
     return kind(value)
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: an error message never echoes a whole body."""
+    text = repr(value) if not isinstance(value, (list, dict)) else type(value).__name__
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _flag(body: dict[str, Any], name: str, prefix: str = "") -> bool:
@@ -170,12 +202,18 @@ def _string(body: dict[str, Any], name: str) -> str:
     return value
 
 
-def _stop(stop: Any, limit: int) -> list[str]:
+def _stop(stop: Any, cfg: ServeConfig) -> list[str]:
     if stop is None:
         return []
     stops = [stop] if isinstance(stop, str) else stop
     if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
         raise APIError(400, "stop must be a non-empty string or a list of them", param="stop")
-    if len(stops) > limit:
-        raise APIError(400, f"stop takes at most {limit} strings, got {len(stops)}", param="stop")
+    if len(stops) > cfg.max_stop:
+        raise APIError(
+            400, f"stop takes at most {cfg.max_stop} strings, got {len(stops)}", param="stop"
+        )
+    if max(map(len, stops), default=0) > cfg.max_stop_chars:
+        raise APIError(
+            400, f"each stop string may have at most {cfg.max_stop_chars} characters", param="stop"
+        )
     return stops
