@@ -41,3 +41,22 @@ def test_cli_serves_ruleworld_and_shuts_down_gracefully():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_api_key_may_be_repeated(monkeypatch):
+    """``--api-key a --api-key b c`` gives all three keys (argparse's extend), as vLLM users expect."""
+    import inspect
+
+    import calyrex.serve.command as command
+    from calyrex import cli
+
+    seen = {}
+
+    def fake(**kw):
+        seen.update(kw)
+        return 0
+
+    fake.__signature__ = inspect.signature(command.serve)
+    monkeypatch.setattr(command, "serve", fake)
+    assert cli.main(["serve", "--model", "m", "--api-key", "a", "--api-key", "b", "c"]) == 0
+    assert seen["api_key"] == ["a", "b", "c"]

@@ -63,6 +63,8 @@ def _add(sub: Any, name: str, fn: Callable[..., Any]) -> None:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=param.default)
         elif param.default is inspect.Parameter.empty:
             parser.add_argument(flag, type=kind, required=True, nargs="+" if many else None)
+        elif many and param.default is None:  # repeatable: --key a b --key c → [a, b, c]
+            parser.add_argument(flag, type=kind, nargs="+", action="extend")
         else:
             parser.add_argument(flag, type=kind, default=param.default, nargs="+" if many else None)
     parser.set_defaults(_fn=fn)

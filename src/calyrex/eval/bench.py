@@ -32,6 +32,7 @@ class EvalConfig:
     batch_size: int = 8
     system_prompt: str | None = None  # for benchmarks whose prompts carry no system message
     seed: int = 0
+    shots: list[int] | None = None  # the many-shot suites' shot counts (None: each suite's own)
 
 
 @dataclass

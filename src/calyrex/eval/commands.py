@@ -40,12 +40,14 @@ def eval_command(
     label: str | None = None,
     seed: int = 0,
     cases: str | None = None,
+    shots: list[int] | None = None,
 ) -> int:
     """Evaluate a model (or score --responses FILE.jsonl) on benchmarks; writes OUT/NAME.json.
 
     --suite paper|NAME,...  --data NAME=PATH ...  --judge http://HOST/v1 --judge-model M | hf:MODEL.
     Finished benchmarks in OUT are not rerun. Exit status 1 when a benchmark was skipped.
     --cases FILE.jsonl: run your own test cases instead (calyrex.eval.cases) → OUT/cases.json.
+    --shots 4 16 64: the shot counts of msj_hijack (default 4 16 64).
     """
     if cases:
         from .cases import cases_command
@@ -71,6 +73,7 @@ def eval_command(
         batch_size=batch_size,
         system_prompt=system_prompt,
         seed=seed,
+        shots=shots,
     )
     info = {
         "label": label or Path(adapter or model or responses or out).name,

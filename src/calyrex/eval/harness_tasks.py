@@ -3,7 +3,8 @@
 The loaded model is wrapped in :class:`calyrex.eval.lm.CalyrexLM` (the system span reaches the
 model in both the generation and the log-likelihood paths) and evaluated with the chat
 template; ``--system-prompt`` becomes lm-eval's ``system_instruction``. Metric names are the
-harness's (``acc``, ``exact_match,strict-match``, ...; the ``none`` filter suffix dropped).
+harness's (``acc``, ``exact_match,strict-match``, ...; the ``none`` filter suffix dropped), with
+``n``, the documents scored. Tasks on local files (no hub): :mod:`calyrex.eval.local_tasks`.
 These need the model: they cannot score ``--responses``.
 """
 
@@ -17,15 +18,32 @@ from .bench import Benchmark, Context
 def harness_metrics(results: dict[str, Any]) -> dict[str, float]:
     out = {}
     for key, value in results.items():
-        if key == "alias" or not isinstance(value, int | float):
+        if key in ("alias", "sample_len") or not isinstance(value, int | float):
             continue
         name = key.removesuffix(",none")
         out[name] = float(value)
     return out
 
 
+def sample_count(out: dict[str, Any], task: str) -> int:
+    """Documents lm-eval scored for ``task``: its own count, or its subtasks' sum (a group)."""
+    if task in out.get("n-samples", {}):
+        return int(out["n-samples"][task]["effective"])
+    return sum(sample_count(out, child) for child in out.get("group_subtasks", {}).get(task, []))
+
+
 class HarnessTask(Benchmark):
     task: ClassVar[str]
+
+    def task_specs(self, ctx: Context) -> tuple[list[Any], Any]:
+        """What lm-eval loads (task names, inline task configs, ``Group`` objects) and the
+        ``TaskManager`` that loads them; ``None`` is lm-eval's default, which indexes every task
+        it ships (seconds)."""
+        return [self.task], None
+
+    def doc_limit(self, ctx: Context) -> int | None:
+        """lm-eval's ``limit``, the first N documents of every (sub)task: ``--limit``."""
+        return ctx.config.limit
 
     def run(self, ctx: Context) -> dict[str, Any]:
         import lm_eval
@@ -37,15 +55,19 @@ class HarnessTask(Benchmark):
             ctx.lm = CalyrexLM(
                 pretrained=gen.model, tokenizer=gen.tokenizer, batch_size=gen.batch_size
             )
+        tasks, manager = self.task_specs(ctx)
         out = lm_eval.simple_evaluate(
             model=ctx.lm,
-            tasks=[self.task],
+            tasks=tasks,
+            task_manager=manager,
             apply_chat_template=True,
             system_instruction=ctx.config.system_prompt,
-            limit=ctx.config.limit,
+            limit=self.doc_limit(ctx),
             random_seed=ctx.config.seed,
         )
-        return {"metrics": harness_metrics(out["results"][self.task]), "task": self.task}
+        metrics = harness_metrics(out["results"][self.task])
+        metrics["n"] = sample_count(out, self.task)
+        return {"metrics": metrics, "task": self.task}
 
 
 class MMLU(HarnessTask):
