@@ -16,6 +16,7 @@ Legend: B batch, T tokens in this call, P tokens already in the cache, W = P + T
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -108,6 +109,13 @@ class BlockView(Mapping):
             yield from layer.cal_block.parameters()
 
 
+class PassThrough(nn.Module):
+    """What :meth:`CalyrexModel.disable_adapters` puts in place of a block: adds nothing."""
+
+    def forward(self, h: torch.Tensor, span: Any = None, layer: int = 0) -> torch.Tensor:
+        return h
+
+
 class CalyrexModel(nn.Module, GenerationMixin):
     """``base`` (frozen) with ``blocks[i]`` after decoder layer ``i``."""
 
@@ -160,6 +168,27 @@ class CalyrexModel(nn.Module, GenerationMixin):
         for name, param in self.base.named_parameters():
             param.requires_grad_(self.base_requires_grad.get(name, param.requires_grad))
         return self.base
+
+    @contextlib.contextmanager
+    def disable_adapters(self) -> Iterator[None]:
+        """Run as the frozen base model while inside (PEFT's ``disable_adapter()``).
+
+        Every block is swapped for a :class:`PassThrough`: a layer then returns its host
+        layer's output tensor itself (a span, if given, goes unused), so the logits equal the
+        bare base model's bit for bit (the free reference model of DPO, ``training.dpo``). The
+        module tree changes for the duration, as with PEFT: do not run this model from another
+        thread meanwhile. Nesting is fine; the blocks come back on exit, exceptions included.
+        """
+        layers = self.cal_layers()
+        blocks = [layer.cal_block for layer in layers]
+        off = PassThrough()
+        for layer in layers:
+            layer.cal_block = off
+        try:
+            yield
+        finally:
+            for layer, block in zip(layers, blocks, strict=True):
+                layer.cal_block = block
 
     # -- the span of a call --------------------------------------------------------------------
     def span_mask(

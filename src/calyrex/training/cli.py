@@ -9,6 +9,9 @@ def train_command(
     config: str | None = None,
     model: str | None = None,
     method: str | None = None,
+    objective: str | None = None,
+    beta: float | None = None,
+    init_adapter: str | None = None,
     placement: str | None = None,
     layers: list[int] | None = None,
     data: str | None = None,
@@ -33,7 +36,8 @@ def train_command(
     trust_remote_code: bool | None = None,
     progress: bool | None = None,
 ) -> None:
-    """Train calyrex | lora | parallel_mlp on chat data; adapter in OUT/adapter, log in OUT/metrics.jsonl."""
+    """Train calyrex | lora | parallel_mlp on chat data (--objective sft) or preference pairs
+    (--objective dpo); adapter in OUT/adapter, log in OUT/metrics.jsonl."""
     options = {k: v for k, v in locals().items() if k != "config" and v is not None}
     from .run import train
 

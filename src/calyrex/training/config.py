@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+OBJECTIVES = ("sft", "dpo")
+
 
 @dataclass
 class TrainConfig:
@@ -14,6 +16,11 @@ class TrainConfig:
     data: str | list[str]
     out: str
     method: str = "calyrex"
+    # "sft": chat conversations, next-token loss on the replies; "dpo": preference pairs
+    # (TRL's conversational format), DPO against the model with its adapters off (training.dpo)
+    objective: str = "sft"
+    beta: float = 0.1  # DPO's β: how far the policy may move from the reference
+    init_adapter: str | None = None  # start from this saved adapter (SFT → DPO), same method
     placement: str = "late8th"
     layers: list[int] | None = None
     # more CalyrexConfig fields for the calyrex blocks (init_from_host, intermediate_size, ...);
@@ -61,6 +68,12 @@ class TrainConfig:
             raise ValueError(f"precision must be one of {PRECISIONS}, not {self.precision!r}")
         if self.on_truncate not in ("drop", "error"):
             raise ValueError(f"on_truncate must be 'drop' or 'error', not {self.on_truncate!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, not {self.objective!r}")
+        if self.beta <= 0:
+            raise ValueError(f"beta must be positive, not {self.beta}")
+        if self.objective == "dpo" and self.fsdp:
+            raise ValueError("objective 'dpo' does not support --fsdp yet; train with DDP")
         if self.max_steps <= 0 and self.epochs <= 0:
             raise ValueError("give --max-steps or a positive --epochs")
 

@@ -1,4 +1,8 @@
-"""One training path for every method: data → adapter → Trainer → ``OUT/adapter``."""
+"""One training path for every method and objective: data → adapter → Trainer → ``OUT/adapter``.
+
+``objective="sft"``: chat conversations and the ``transformers`` Trainer; ``"dpo"``: preference
+pairs and TRL's DPOTrainer with a free reference model (:mod:`calyrex.training.dpo`).
+"""
 
 from __future__ import annotations
 
@@ -97,6 +101,7 @@ FSDP2 = {
 
 
 def _training_args(cfg: TrainConfig, precision: str) -> Any:
+    """``TrainingArguments`` (SFT) or TRL's ``DPOConfig`` over the same shared options."""
     from transformers import TrainingArguments
 
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1  # launched by torchrun / accelerate
@@ -107,7 +112,7 @@ def _training_args(cfg: TrainConfig, precision: str) -> Any:
             "--fsdp needs a GPU: accelerate (and so the Trainer) runs FSDP only on accelerators "
             "and would silently run DDP on CPU; on CPU train without --fsdp (DDP)"
         )
-    return TrainingArguments(
+    common = dict(
         output_dir=cfg.out,
         max_steps=cfg.max_steps,
         num_train_epochs=cfg.epochs,
@@ -137,6 +142,55 @@ def _training_args(cfg: TrainConfig, precision: str) -> Any:
         use_cpu=not torch.cuda.is_available(),
         **(FSDP2 if cfg.fsdp else {}),
     )
+    if cfg.objective == "dpo":
+        from .dpo import preference_args
+
+        return preference_args(common, cfg.beta, cfg.max_length)
+    return TrainingArguments(**common)
+
+
+def _encode(cfg: TrainConfig, tok: Any, stats: EncodeStats) -> list[dict[str, Any]]:
+    """Every row, read, checked and encoded before any compute: conversations or pairs."""
+    pool = DEFAULT_SYSTEM_POOL if cfg.system_pool is None else cfg.system_pool
+    if cfg.objective == "dpo":
+        from .dpo import encode_pairs, load_pairs
+
+        pairs = load_pairs(cfg.data, pool, cfg.seed, cfg.skip_invalid, stats)
+        return encode_pairs(tok, pairs, cfg.max_length, cfg.on_truncate, stats)
+    conversations = load_conversations(cfg.data, pool, cfg.seed, cfg.skip_invalid, stats)
+    return encode_conversations(tok, conversations, cfg.max_length, cfg.on_truncate, stats)
+
+
+def _adapted(cfg: TrainConfig, base: Any, cal_cfg: CalyrexConfig, tok: Any) -> Any:
+    """``base`` with a new adapter of ``cfg.method``, or the one saved at ``cfg.init_adapter``."""
+    if cfg.init_adapter is None:
+        return adapt(base, cfg.method, cal_cfg, seed=cfg.seed)
+    from ..adapter_io import is_peft_adapter, resolve_dir
+    from ..loading import load_adapter
+
+    directory = resolve_dir(cfg.init_adapter)
+    if is_peft_adapter(directory):  # trainable, unlike PeftModel.from_pretrained's default
+        from peft import PeftModel
+
+        model, method = PeftModel.from_pretrained(base, str(directory), is_trainable=True), "lora"
+    else:
+        model = load_adapter(base, directory, tokenizer=tok)
+        method = model.method
+    if method != cfg.method:
+        raise ValueError(f"{cfg.init_adapter} is a {method} adapter, not {cfg.method}")
+    return model
+
+
+def _trainer(cfg: TrainConfig, model: Any, tok: Any, args: Any, rows: list[dict]) -> Any:
+    from .trainer import AdapterTrainer
+
+    if cfg.objective == "dpo":
+        from .dpo import PreferenceTrainer
+
+        return PreferenceTrainer(model, args, rows, tok)
+    return AdapterTrainer(
+        model=model, args=args, train_dataset=rows, data_collator=ChatCollator(tok)
+    )
 
 
 def train(cfg: TrainConfig) -> TrainResult:
@@ -144,7 +198,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from transformers.trainer_utils import get_last_checkpoint
 
-    from .trainer import AdapterTrainer, LossBar, MetricsLog, trim_metrics
+    from .trainer import LossBar, MetricsLog, trim_metrics
 
     cfg.validate()
     start = time.perf_counter()
@@ -160,13 +214,11 @@ def train(cfg: TrainConfig) -> TrainResult:
     )
     tok, base = load_backbone(cfg.model, cfg.revision, cfg.trust_remote_code, dtype)
     stats = EncodeStats()
-    pool = DEFAULT_SYSTEM_POOL if cfg.system_pool is None else cfg.system_pool
-    conversations = load_conversations(cfg.data, pool, cfg.seed, cfg.skip_invalid, stats)
-    rows = encode_conversations(tok, conversations, cfg.max_length, cfg.on_truncate, stats)
+    rows = _encode(cfg, tok, stats)
 
     cal_cfg = CalyrexConfig(placement=cfg.placement, layers=cfg.layers, **(cfg.block or {}))
     counts = matched_counts(base, cal_cfg)
-    model = adapt(base, cfg.method, cal_cfg, seed=cfg.seed)
+    model = _adapted(cfg, base, cal_cfg, tok)
     if isinstance(model, CalyrexModel):
         # the input_ids-only fallback travels with the adapter
         model.markers, model.markers_reason = span_markers_reason(tok)
@@ -178,9 +230,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         resume_from = get_last_checkpoint(str(out))
         if resume_from:
             trim_metrics(out / "metrics.jsonl", int(resume_from.rsplit("-", 1)[1]))
-    trainer = AdapterTrainer(
-        model=model, args=args, train_dataset=rows, data_collator=ChatCollator(tok)
-    )
+    trainer = _trainer(cfg, model, tok, args, rows)
     for callback in list(trainer.callback_handler.callbacks):
         if type(callback) in (ProgressCallback, PrinterCallback):  # replaced by LossBar below
             trainer.remove_callback(callback)
@@ -207,7 +257,13 @@ def train(cfg: TrainConfig) -> TrainResult:
             "seconds": round(time.perf_counter() - start, 2),
             "adapter_checksums": checksums,
             "distributed": trainer.accelerator.distributed_type.value,  # NO, MULTI_CPU, FSDP, …
+            "objective": cfg.objective,
         }
+        if cfg.objective == "dpo":
+            from .dpo import last_rewards
+
+            summary["beta"] = cfg.beta
+            summary["rewards"] = last_rewards(trainer.state.log_history)  # the last log's
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return TrainResult(
         adapter_dir,
@@ -239,7 +295,8 @@ def _print_summary(
         f"method {cfg.method}  placement {cfg.layers or cfg.placement}  trainable {trainable:,}",
         f"precision {choice.precision} ({cfg.precision}: {choice.reason})",
         "parameter-matched counts: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()),
-        f"data: {stats.kept} conversations kept, skipped {dict(stats.skipped) or 'none'}",
+        f"data: {stats.kept} {'pairs' if cfg.objective == 'dpo' else 'conversations'} kept, "
+        f"skipped {dict(stats.skipped) or 'none'}",
     ]
     if resume:
         lines.append(f"resuming from {resume}")

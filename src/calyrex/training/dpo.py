@@ -1,0 +1,297 @@
+"""DPO on the adapters, with a free reference model: the same model with its adapters off.
+
+The policy is the wrapped model; the reference is that model with every adapter switched off
+(``CalyrexModel.disable_adapters()``, PEFT's ``disable_adapter()``), which is the frozen base
+bit for bit. So the reference holds no weights of its own, nothing is copied, and each step
+costs one extra no-grad forward of the model being trained (Rafailov et al. 2023 use a frozen
+copy of the starting model; here the starting model of a fresh adapter *is* the base).
+
+The loss, its metrics and the training loop are TRL's ``DPOTrainer``; what this module adds:
+
+- :class:`FreeReference`, the ``ref_model`` it is given: a module without parameters that
+  calls the policy under :func:`adapters_off`;
+- calyrex's own tokens and span (:func:`encode_pair`): ``encode_one``'s ids (chat-template ids,
+  special-token strings in contents kept plain text) and the prompt's ``system_mask``, which
+  :class:`PreferenceCollator` hands to the model with every chosen and rejected row;
+- calyrex's adapter-only, atomic checkpoints (:class:`~calyrex.training.trainer.AdapterTrainer`).
+
+Data: JSONL in TRL's conversational preference format, one pair a line::
+
+    {"prompt": [{"role": "system", ...}, {"role": "user", ...}],
+     "chosen": [{"role": "assistant", "content": ...}],
+     "rejected": [{"role": "assistant", "content": ...}]}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+try:
+    from trl import DPOConfig, DPOTrainer
+    from trl.trainer.dpo_trainer import DataCollatorForPreference
+    from trl.trainer.utils import add_fused_lm_head
+except ImportError as err:  # an optional dependency: pip install 'calyrex[dpo]'
+    raise ImportError("objective 'dpo' needs TRL: pip install 'calyrex[dpo]'") from err
+
+from ..chat import SystemPromptTruncatedError, encode_one
+from ..model import CalyrexModel
+from .data import DataError, EncodeStats, read_rows
+from .trainer import AdapterTrainer
+
+# the per-token outputs DPOTrainer asks of its fused LM head (trl 1.16, DPOTrainer.__init__)
+FUSED_OUTPUTS = ("log_probs", "entropy", "mean_logits", "is_top1")
+REWARDS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins")
+
+
+# -- data ---------------------------------------------------------------------------------------
+def _messages(value: Any, where: str, key: str) -> list[dict[str, str]]:
+    ok = isinstance(value, list) and all(
+        isinstance(m, dict) and {"role", "content"} <= set(m) for m in value
+    )
+    if not ok or not value:
+        raise DataError(
+            f"{where}: {key!r} must be a non-empty list of {{'role', 'content'}} objects"
+        )
+    return [{"role": str(m["role"]), "content": str(m["content"])} for m in value]
+
+
+def normalise_pair(row: Any, where: str) -> dict[str, list[dict[str, str]]]:
+    """One row of TRL's conversational preference format, checked; ``where`` names it in errors."""
+    if not isinstance(row, dict) or not {"prompt", "chosen", "rejected"} <= set(row):
+        keys = sorted(row) if isinstance(row, dict) else type(row).__name__
+        raise DataError(
+            f"{where}: a preference pair needs 'prompt', 'chosen' and 'rejected' (TRL's "
+            f"conversational format), got {keys}"
+        )
+    pair = {key: _messages(row[key], where, key) for key in ("prompt", "chosen", "rejected")}
+    for key in ("chosen", "rejected"):
+        if any(m["role"] != "assistant" for m in pair[key]):
+            raise DataError(f"{where}: every message of {key!r} must be an assistant turn")
+    if pair["prompt"][-1]["role"] == "assistant":
+        raise DataError(
+            f"{where}: the prompt ends with an assistant turn; the reply goes in chosen"
+        )
+    return pair
+
+
+def load_pairs(
+    sources: str | Sequence[str],
+    system_pool: Sequence[str] | None,
+    seed: int = 0,
+    skip_invalid: bool = False,
+    stats: EncodeStats | None = None,
+) -> list[dict[str, list[dict[str, str]]]]:
+    """Read and check every pair before any compute; a prompt without a system turn gets one
+    from ``system_pool`` (seeded), as SFT conversations do."""
+    sources = [s.strip() for s in sources.split(",")] if isinstance(sources, str) else list(sources)
+    rng, stats = random.Random(seed), stats or EncodeStats()
+    out = []
+    for source in sources:
+        for row, where in read_rows(source):
+            try:
+                pair = normalise_pair(row, where)
+            except DataError:
+                if not skip_invalid:
+                    raise
+                stats.skipped["invalid_pair"] += 1
+                continue
+            if pair["prompt"][0]["role"] != "system" and system_pool:
+                system = {"role": "system", "content": rng.choice(list(system_pool))}
+                pair["prompt"] = [system, *pair["prompt"]]
+            out.append(pair)
+    if not out:
+        raise DataError(f"no usable preference pairs in {sources}")
+    return out
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def encode_pair(tokenizer: Any, pair: dict[str, list[dict[str, str]]]) -> dict[str, list[int]]:
+    """``prompt_ids``, ``chosen_ids``, ``rejected_ids`` (TRL's columns) and the prompt's
+    ``system_mask``, in calyrex's tokens (``encode_one``).
+
+    As in TRL, a reply starts where the prompt (with its generation prompt) and prompt + reply
+    stop agreeing; the system span lies in the prompt, the same for both replies.
+    """
+    head = encode_one(tokenizer, pair["prompt"], add_generation_prompt=True)
+    chosen = encode_one(tokenizer, [*pair["prompt"], *pair["chosen"]])["input_ids"]
+    rejected = encode_one(tokenizer, [*pair["prompt"], *pair["rejected"]])["input_ids"]
+    ids = head["input_ids"]
+    n = min(_common_prefix(ids, chosen), _common_prefix(ids, rejected))
+    if any(head["system_mask"][n:]):
+        raise DataError("the system prompt does not lie in the prompt both replies share")
+    return {
+        "prompt_ids": ids[:n],
+        "chosen_ids": chosen[n:],
+        "rejected_ids": rejected[n:],
+        "system_mask": head["system_mask"][:n],
+    }
+
+
+def encode_pairs(
+    tokenizer: Any,
+    pairs: Sequence[dict[str, list[dict[str, str]]]],
+    max_length: int,
+    on_truncate: str = "drop",
+    stats: EncodeStats | None = None,
+) -> list[dict[str, Any]]:
+    """Encode every pair; replies longer than ``max_length`` are cut at the end (TRL's
+    ``keep_start``), a pair whose system prompt would be cut is dropped and counted, or an
+    error (``on_truncate``), and so is one whose prompt leaves no room for a reply."""
+    stats = stats or EncodeStats()
+    rows = []
+    for i, pair in enumerate(pairs):
+        try:
+            row = encode_pair(tokenizer, pair)
+        except DataError as err:
+            raise DataError(f"pair {i}: {err}") from err
+        span = row["system_mask"]
+        if any(span[max_length:]):
+            err = SystemPromptTruncatedError(
+                f"the system prompt ends at token {max(j for j, s in enumerate(span) if s) + 1} "
+                f"but max_length is {max_length}"
+            )
+            if on_truncate == "error":
+                raise DataError(f"pair {i}: {err} (use on_truncate='drop')") from err
+            stats.skipped["system_prompt_truncated"] += 1
+            continue
+        if len(row["prompt_ids"]) >= max_length:
+            stats.skipped["prompt_fills_max_length"] += 1
+            continue
+        longest = len(row["prompt_ids"]) + max(len(row["chosen_ids"]), len(row["rejected_ids"]))
+        rows.append({**row, "length": min(longest, max_length)})  # for group_by_length
+    stats.kept = len(rows)
+    if not rows:
+        raise DataError(f"every preference pair was skipped: {stats.summary()}")
+    return rows
+
+
+# -- the free reference -------------------------------------------------------------------------
+def adapters_off(model: nn.Module) -> contextlib.AbstractContextManager:
+    """The context in which ``model`` is its base model: calyrex's or PEFT's own switch."""
+    if isinstance(model, CalyrexModel):
+        return model.disable_adapters()
+    if hasattr(model, "peft_config") and hasattr(model, "disable_adapter"):
+        return model.disable_adapter()
+    raise TypeError(f"{type(model).__name__} has no adapters to switch off")
+
+
+class FreeReference(nn.Module):
+    """DPO's reference model: ``policy`` itself, called with its adapters switched off.
+
+    ``policy`` is kept out of the module tree, so this module has no parameters: nothing of it
+    is saved, moved, sharded or copied, and it adds no memory beyond one no-grad forward.
+    """
+
+    def __init__(self, policy: nn.Module) -> None:
+        super().__init__()
+        object.__setattr__(self, "policy", policy)  # not a submodule
+
+    @property
+    def config(self) -> Any:
+        return self.policy.config
+
+    def forward(self, **kwargs: Any) -> Any:
+        with adapters_off(self.policy):
+            return self.policy(**kwargs)
+
+
+@dataclass
+class PreferenceCollator(DataCollatorForPreference):
+    """TRL's collator (rows ``[chosen…, rejected…]``, right padding, ``keep_start`` truncation)
+    plus ``system_mask`` (2B, T): each row's prompt span, padded with zeros, for calyrex
+    models (``with_span``); PEFT models take no such argument."""
+
+    with_span: bool = True
+
+    def torch_call(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        out = super().torch_call(examples)
+        if self.with_span:
+            width = out["input_ids"].shape[1]
+            rows = [e["system_mask"][:width] for e in examples]
+            rows = [r + [0] * (width - len(r)) for r in rows]
+            out["system_mask"] = torch.tensor(rows + rows, dtype=torch.long)  # chosen, rejected
+        return out
+
+
+def preference_args(common: dict[str, Any], beta: float, max_length: int) -> DPOConfig:
+    """TRL's ``DPOConfig`` over the options every objective shares; TRL's own defaults that
+    differ from ``TrainingArguments`` (gradient checkpointing on, ``bf16``) are overridden by
+    ``common`` or here: checkpointing is the model's (``TrainConfig.gradient_checkpointing``)."""
+    return DPOConfig(
+        **common,
+        beta=beta,
+        max_length=max_length,
+        truncation_mode="keep_start",
+        gradient_checkpointing=False,
+        precompute_ref_log_probs=False,
+    )
+
+
+class PreferenceTrainer(AdapterTrainer, DPOTrainer):
+    """TRL's DPOTrainer with a :class:`FreeReference` (unless ``ref_model`` is given) and
+    calyrex's adapter-only checkpoints; ``train_dataset``: rows of :func:`encode_pairs`."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        args: DPOConfig,
+        train_dataset: Any,
+        tokenizer: Any,
+        ref_model: nn.Module | None = None,
+    ) -> None:
+        from datasets import Dataset
+
+        pad = tokenizer.pad_token_id
+        collator = PreferenceCollator(
+            pad_token_id=tokenizer.eos_token_id if pad is None else pad,
+            max_length=args.max_length,
+            with_span=isinstance(model, CalyrexModel),
+        )
+        if not isinstance(train_dataset, Dataset):
+            train_dataset = Dataset.from_list(list(train_dataset))
+        super().__init__(
+            model=model,
+            ref_model=FreeReference(model) if ref_model is None else ref_model,
+            args=args,
+            data_collator=collator,
+            train_dataset=train_dataset,
+            processing_class=tokenizer,
+        )
+        if ref_model is None:  # a fresh one: TRL patched and prepared the one it was given
+            self.ref_model = FreeReference(model)
+        if isinstance(model, CalyrexModel):
+            # TRL put its fused LM head on the wrapper, where it would call the host's backbone
+            # past CalyrexModel.forward (no span); it goes on the host, under the span logic
+            vars(model).pop("forward", None)
+            extra = ("log_sum_sq_probs",) if args.use_weighting else ()
+            add_fused_lm_head(model.base, outputs=FUSED_OUTPUTS + extra)
+
+    def _prepare_dataset(self, dataset: Any, *args: Any, **kwargs: Any) -> Any:
+        return dataset  # already encoded by encode_pairs: calyrex's tokens and span
+
+    def _send_telemetry(self) -> None:
+        return None  # a calyrex run does not report to the hub
+
+    def create_model_card(self, *args: Any, **kwargs: Any) -> None:
+        return None  # the adapter carries adapter_config.json; no README in the run directory
+
+
+def last_rewards(log_history: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The implicit-reward metrics of the last log that has them (empty when none)."""
+    for record in reversed(log_history):
+        if "rewards/margins" in record:
+            return {k: record[k] for k in REWARDS if k in record}
+    return {}
