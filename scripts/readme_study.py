@@ -3,8 +3,7 @@
     python scripts/readme_study.py            # rewrite README.md between the study markers
     python scripts/readme_study.py --check    # exit 1 if README.md is not what the files give
 
-Source: ``results/study-real-smollm2/report.json`` (written by ``calyrex study real
---results results/study-real-smollm2``). Nothing is retyped: the tables are
+Source: ``results/study-real-smollm2/report.json`` (written by ``calyrex study real``). Nothing is retyped: the tables are
 :mod:`calyrex.study.markdown`'s rendering of that file. Missing file or markers: left alone.
 """
 
@@ -15,12 +14,19 @@ import json
 import sys
 from pathlib import Path
 
-from calyrex.study.markdown import differences_table, results_table, training_table, verdict_counts
+from calyrex.study.markdown import (
+    differences_table,
+    dpo_table,
+    results_table,
+    training_table,
+    verdict_counts,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "results" / "study-real-smollm2" / "report.json"
 BEGIN, END = "<!-- BEGIN study-real -->", "<!-- END study-real -->"
 LABELS = ["base", "calyrex-late8th", "calyrex-analyze", "lora", "parallel_mlp", "lora-equal-time"]
+LABELS += ["calyrex-dpo", "lora-dpo", "parallel_mlp-dpo"]
 
 
 def block(report: dict) -> str:
@@ -38,6 +44,8 @@ def block(report: dict) -> str:
             *differences_table(report),
             "",
             *verdict_counts(report),
+            "",
+            *dpo_table(report),
             "",
             *training_table(report),
             END,

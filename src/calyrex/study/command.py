@@ -6,7 +6,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from .real import STAGES, preset, publish, run_study
+from .real import STAGES, preset, run_study
 
 WHICH = ("real", "ruleworld")
 
@@ -18,25 +18,24 @@ def study(
     quick: bool = False,
     out: str | None = None,
     stages: list[str] | None = None,
-    results: str | None = None,
 ) -> dict[str, Any]:
     """Run a study: `real` (base, CALYREX, parameter-matched LoRA and ParallelMLP on a real model,
     3 seeds, real benchmarks) or `ruleworld`. Resumable: rerun the same command to continue.
 
     --quick: every stage on a few examples. --stages mix analyze train eval report (a subset).
-    Writes OUT/report.md and OUT/report.json (default OUT: runs/study-WHICH[-quick]);
-    --results DIR: also copy the small result files there (what the README is generated from).
+    Writes OUT/report.md and OUT/report.json. Default OUT: results/study-real-MODEL, committed
+    without its weights (.gitignore: adapters, checkpoints, the mix files), so a later session
+    resumes it; --quick: runs/study-WHICH-quick.
     """
     if which not in WHICH:
         raise ValueError(f"unknown study {which!r}; choose from {', '.join(WHICH)}")
-    out = out or f"runs/study-{which}{'-quick' if quick else ''}"
+    if out is None:
+        out = f"results/study-real-{model}" if which == "real" and not quick else None
+        out = out or f"runs/study-{which}{'-quick' if quick else ''}"
     if which == "ruleworld":
         from ..ruleworld.study import run_study as ruleworld_study
 
         return ruleworld_study(out, quick=quick)
     cfg = replace(preset(quick), model=model)
     command = " ".join(["calyrex", "study", *sys.argv[2:]]) if sys.argv[1:2] == ["study"] else ""
-    report = run_study(cfg, out, tuple(stages or STAGES), command=command)
-    if results:
-        publish(out, results)
-    return report
+    return run_study(cfg, out, tuple(stages or STAGES), command=command)

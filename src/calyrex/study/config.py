@@ -21,16 +21,21 @@ class Arm:
     placement: str = "late8th"
     seeds: tuple[int, ...] | None = None  # None: the study's seeds
     steps_like: str | None = None  # train for the wall time this arm's seed-0 run took
+    objective: str = "sft"  # "dpo": on the preference mix, starting from ``init_from``'s adapter
+    init_from: str | None = None  # the arm whose adapter (same seed) this one starts from
 
 
-# label → suite → (max_new_tokens, items): generation lengths fit what each checker reads
 @dataclass(frozen=True)
 class Suite:
+    """One ``calyrex eval`` suite as the study runs it (reply lengths fit what its checker reads)."""
+
     name: str
     limit: int | None
     max_new_tokens: int = 64
     system_prompt: str | None = None  # only read by the lm-eval capability tasks
     tag: str = ""  # a second run of the same suite (capability without a system prompt)
+    shots: tuple[int, ...] | None = None  # msj_hijack's shot counts
+    first_seed_only: bool = False  # run on the base and each arm's first seed only
 
     @property
     def key(self) -> str:
@@ -39,24 +44,18 @@ class Suite:
 
 NEUTRAL = "You are a helpful assistant."
 CAPABILITY = ("arc_easy", "arc_challenge", "hellaswag", "piqa", "boolq", "mmlu_local")
-ARMS = (
-    Arm("calyrex-late8th", "calyrex"),
-    Arm("calyrex-analyze", "calyrex", placement="analyze"),
-    Arm("lora", "lora"),
-    Arm("parallel_mlp", "parallel_mlp"),
-    Arm("lora-equal-time", "lora", seeds=(0,), steps_like="calyrex-late8th"),
-)
 
 
-def _suites(gen: int, msj: int, cap: int, tokens: int) -> tuple[Suite, ...]:
+def _suites(gen: int, msj: int, cap: int, tokens: int, shots: tuple[int, ...]) -> tuple[Suite, ...]:
     return (
         Suite("sys_ifeval", gen, max_new_tokens=4 * tokens),
         Suite("tensortrust", gen // 2, max_new_tokens=tokens // 2),
         Suite("struq", gen, max_new_tokens=tokens // 4),
-        Suite("sep", gen, max_new_tokens=tokens),
-        Suite("msj_hijack", msj, max_new_tokens=tokens // 4),
+        Suite("sep", gen // 2, max_new_tokens=tokens // 2),
+        Suite("msj_hijack", msj, max_new_tokens=tokens // 4, shots=shots),
         *(Suite(name, cap, system_prompt=NEUTRAL) for name in CAPABILITY),
-        *(Suite(name, cap, tag="-nosys") for name in CAPABILITY),
+        # without a system prompt a CALYREX model is its base exactly (no span, blocks idle)
+        *(Suite(name, cap, tag="-nosys", first_seed_only=True) for name in CAPABILITY),
     )
 
 
@@ -66,13 +65,33 @@ class StudyConfig:
 
     model: str = "smollm2"
     mix_rows: int = 4000
-    steps: int = 64
+    preference_rows: int = 1600
+    steps: int = 48
+    dpo_steps: int = 24  # a DPO step is two sequences and a reference forward
     batch_size: int = 8
     max_length: int = 256
     lr: float = 3e-4
+    dpo_lr: float = 5e-5
+    dpo_beta: float = 0.1
     seeds: tuple[int, ...] = (0, 1, 2)
-    arms: tuple[Arm, ...] = ARMS
-    suites: tuple[Suite, ...] = field(default_factory=lambda: _suites(100, 24, 100, 64))
+    arms: tuple[Arm, ...] = (
+        Arm("calyrex-late8th", "calyrex"),
+        Arm("calyrex-analyze", "calyrex", placement="analyze", seeds=(0,)),
+        Arm("lora", "lora"),
+        Arm("parallel_mlp", "parallel_mlp"),
+        Arm("lora-equal-time", "lora", seeds=(0,), steps_like="calyrex-late8th"),
+        # SFT → DPO (issue 28): the reference is the base (the adapters switched off)
+        Arm("calyrex-dpo", "calyrex", objective="dpo", init_from="calyrex-late8th", seeds=(0,)),
+        Arm("lora-dpo", "lora", objective="dpo", init_from="lora", seeds=(0,)),
+        Arm(
+            "parallel_mlp-dpo",
+            "parallel_mlp",
+            objective="dpo",
+            init_from="parallel_mlp",
+            seeds=(0,),
+        ),
+    )
+    suites: tuple[Suite, ...] = field(default_factory=lambda: _suites(48, 12, 40, 32, (4, 16, 64)))
     eval_batch_size: int = 16
     analyze_examples: int = 48
     resamples: int = 2000
@@ -83,17 +102,22 @@ class StudyConfig:
     def seeds_of(self, arm: Arm) -> tuple[int, ...]:
         return arm.seeds if arm.seeds is not None else self.seeds
 
+    def suite(self, key: str) -> Suite:
+        return next(s for s in self.suites if s.key == key)
+
 
 FULL = StudyConfig()
 QUICK = replace(
     FULL,
     mix_rows=48,
+    preference_rows=16,
     steps=2,
+    dpo_steps=1,
     batch_size=2,
     max_length=128,
     seeds=(0,),
-    suites=_suites(2, 1, 4, 8),
+    suites=tuple(s for s in _suites(2, 1, 2, 8, (2,)) if s.name not in CAPABILITY[1:]),
     eval_batch_size=4,
-    analyze_examples=8,
+    analyze_examples=16,
     resamples=200,
 )

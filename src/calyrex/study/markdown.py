@@ -54,6 +54,23 @@ def differences_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def dpo_table(report: dict[str, Any]) -> list[str]:
+    """Per metric, what SFT → DPO changed for each method (paired over items, same seeds)."""
+    arms = sorted({a for r in report["metrics"].values() for a in r.get("dpo_gain", {})})
+    if not arms:
+        return []
+    lines = ["| metric | " + " | ".join(f"{a} − its SFT" for a in arms) + " |"]
+    lines.append("|---|" + "---|" * len(arms))
+    for row in report["metrics"].values():
+        gains = row.get("dpo_gain", {})
+        if gains:
+            cells = [
+                f"{signed(gains[a])} {gains[a]['verdict']}" if a in gains else "–" for a in arms
+            ]
+            lines.append(f"| {row['title']} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def training_table(report: dict[str, Any]) -> list[str]:
     lines = [
         "| arm | method | placement | trainable | vs CALYREX | steps | seeds | s/step | s/run | loss |",
@@ -104,6 +121,10 @@ def render(report: dict[str, Any], labels: list[str]) -> str:
         *differences_table(report),
         "",
         *verdict_counts(report),
+        "",
+        "## Preference training: SFT → DPO minus SFT, paired over items",
+        "",
+        *dpo_table(report),
         "",
         "## Training (same data, steps, batch, sequence length and learning rate)",
         "",

@@ -23,6 +23,10 @@ from typing import Any
 from .config import Arm, StudyConfig, Suite
 
 STAGES = ("mix", "analyze", "train", "eval", "report")
+# what a finished unit was made with: a rerun with other values would mix two recipes (arms
+# and suites may be added to a study; evaluation limits are recorded in each suite's run.json)
+RECIPE = ("model", "mix_rows", "preference_rows", "steps", "dpo_steps", "batch_size")
+RECIPE += ("max_length", "lr", "dpo_lr", "dpo_beta", "analyze_examples")
 
 
 def run_name(arm: Arm, seed: int) -> str:
@@ -45,15 +49,17 @@ def real_data(*parts: str) -> Path:
 
 
 def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
+    """``OUT/data/sft.jsonl`` and ``OUT/data/preference.jsonl`` (``calyrex mix``), once."""
     from ..mix.command import mix
 
-    path = out / "data" / "sft.jsonl"
-    if path.is_file():
-        _say(f"mix: {path} exists, not rebuilt")
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mix(out=str(path), kind="sft", n=cfg.mix_rows, seed=seed)
-    return path
+    for kind, rows in (("sft", cfg.mix_rows), ("preference", cfg.preference_rows)):
+        path = out / "data" / f"{kind}.jsonl"
+        if path.is_file():
+            _say(f"mix: {path} exists, not rebuilt")
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mix(out=str(path), kind=kind, n=rows, seed=seed)
+    return out / "data"
 
 
 def choose_layers(cfg: StudyConfig, out: Path) -> list[int]:
@@ -79,10 +85,20 @@ def choose_layers(cfg: StudyConfig, out: Path) -> list[int]:
 
 def _steps(cfg: StudyConfig, arm: Arm, out: Path) -> int:
     """``cfg.steps``, or for an equal-wall-time arm the steps that fit its reference's time."""
+    if arm.objective == "dpo":
+        return cfg.dpo_steps
     if arm.steps_like is None:
         return cfg.steps
     ref = _summary(out, cfg.arm(arm.steps_like), 0)
-    own = _summary(out, next(a for a in cfg.arms if a.method == arm.method and not a.steps_like), 0)
+    own = _summary(
+        out,
+        next(
+            a
+            for a in cfg.arms
+            if a.method == arm.method and not a.steps_like and a.objective == "sft"
+        ),
+        0,
+    )
     per_step = own["seconds"] / own["steps"]
     return max(1, round(ref["seconds"] / per_step))
 
@@ -105,16 +121,24 @@ def train_arm(
         _say(f"train {where.name}: finished earlier, not rerun")
         return
     _say(f"train {where.name}")
+    init = None
+    if arm.init_from:
+        init = out / "train" / run_name(cfg.arm(arm.init_from), seed) / "adapter"
+        if not init.is_dir():
+            raise FileNotFoundError(f"{init}: train {arm.init_from} seed {seed} first")
     train(
         TrainConfig(
             model=cfg.model,
-            data=str(data),
+            data=str(data / f"{'preference' if arm.objective == 'dpo' else 'sft'}.jsonl"),
             out=str(where),
             method=arm.method,
             placement=arm.placement if arm.placement != "analyze" else "late8th",
             layers=layers if arm.placement == "analyze" else None,
             max_steps=_steps(cfg, arm, out),
-            lr=cfg.lr,
+            objective=arm.objective,
+            init_adapter=str(init) if init else None,
+            lr=cfg.dpo_lr if arm.objective == "dpo" else cfg.lr,
+            beta=cfg.dpo_beta,
             batch_size=cfg.batch_size,
             max_length=cfg.max_length,
             seed=seed,
@@ -132,8 +156,9 @@ def eval_data() -> dict[str, str]:
     return {"tensortrust": str(real_data("attacks", "tensortrust"))}
 
 
-def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path) -> None:
-    """Every suite of ``cfg`` on one model (loaded once, only if a suite is left to do)."""
+def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first: bool) -> None:
+    """Every suite of ``cfg`` on one model (loaded once, only if a suite is left to do);
+    ``first``: the base or an arm's first seed (``first_seed_only`` suites run only there)."""
     from ..eval.bench import EvalConfig
     from ..eval.generate import Generator
     from ..eval.runner import evaluate
@@ -152,6 +177,8 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path) -> Non
         return load
 
     for suite in cfg.suites:
+        if suite.first_seed_only and not first:
+            continue
         where = out / "eval" / run / suite.key
         record = where / f"{suite.name}.json"
         if record.is_file() and json.loads(record.read_text()).get("status") == "ok":
@@ -163,16 +190,50 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path) -> Non
             max_new_tokens=suite.max_new_tokens,
             batch_size=cfg.eval_batch_size,
             system_prompt=suite.system_prompt,
+            shots=list(suite.shots) if suite.shots else None,
         )
         info = {"label": run, "model": cfg.model, "adapter": adapter and str(adapter)}
         evaluate([suite.name], where, config, loader=loader_for(suite), run_info=info)
 
 
 def runs(cfg: StudyConfig) -> list[tuple[str, Arm | None, int | None]]:
-    """(run name, arm, seed) of every model evaluated: the base, then each arm's seeds."""
+    """(run name, arm, seed) of every model, in the order they are made: the base, then each
+    SFT arm's seeds, each seed followed by the DPO arms that start from its adapter."""
     out: list[tuple[str, Arm | None, int | None]] = [("base", None, None)]
-    out += [(run_name(a, s), a, s) for a in cfg.arms for s in cfg.seeds_of(a)]
+    for arm in (a for a in cfg.arms if not a.init_from):
+        for seed in cfg.seeds_of(arm):
+            out.append((run_name(arm, seed), arm, seed))
+            for dpo in (a for a in cfg.arms if a.init_from == arm.label):
+                if seed in cfg.seeds_of(dpo):
+                    out.append((run_name(dpo, seed), dpo, seed))
     return out
+
+
+def _eval_done(cfg: StudyConfig, out: Path, run: str, first: bool) -> bool:
+    for suite in cfg.suites:
+        if suite.first_seed_only and not first:
+            continue
+        record = out / "eval" / run / suite.key / f"{suite.name}.json"
+        if not record.is_file() or json.loads(record.read_text()).get("status") != "ok":
+            return False
+    return True
+
+
+def _adapter_needed(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> bool:
+    """Whether this run's adapter is still to be used: by its evaluation or a DPO arm after it."""
+    first = seed == cfg.seeds_of(arm)[0]
+    if not _eval_done(cfg, out, run_name(arm, seed), first):
+        return True
+    later = [a for a in cfg.arms if a.init_from == arm.label and seed in cfg.seeds_of(a)]
+    return any(not (out / "train" / run_name(a, seed) / "summary.json").is_file() for a in later)
+
+
+def _forget_if_adapter_gone(where: Path) -> None:
+    """A run whose adapter is not kept (committed results hold no weights) is trained again."""
+    summary = where / "summary.json"
+    if summary.is_file() and not (where / "adapter").is_dir():
+        _say(f"train {where.name}: its adapter is not here and is still needed: training again")
+        summary.rename(where / "summary.previous.json")
 
 
 def run_study(
@@ -189,12 +250,15 @@ def run_study(
     start = time.time()
     plan = out / "study.json"
     previous = json.loads(plan.read_text()) if plan.is_file() else {}
-    if previous.get("config") not in (None, _jsonable(cfg)):
+    old, new = previous.get("config") or {}, _jsonable(cfg)
+    changed = [k for k in RECIPE if k in old and old[k] != new[k]]
+    if changed:
         raise ValueError(
-            f"{out} holds a study with another recipe ({plan}); use a new --out or delete it"
+            f"{out} holds a study trained with other {', '.join(changed)} ({plan}); "
+            "use a new --out or delete it"
         )
     record = {"config": _jsonable(cfg), "command": command, "wall_s": previous.get("wall_s", {})}
-    data = out / "data" / "sft.jsonl"
+    data = out / "data"
     layers = previous.get("analyze_layers")
 
     def timed(stage: str, fn: Callable[[], Any]) -> Any:
@@ -210,37 +274,18 @@ def run_study(
     if "analyze" in stages or ("train" in stages and layers is None):
         layers = timed("analyze", lambda: choose_layers(cfg, out))
         _say(f"analyze: the other placement is layers {layers}")
-    if "train" in stages:
-        for arm in cfg.arms:
-            for seed in cfg.seeds_of(arm):
-                timed("train", lambda a=arm, s=seed: train_arm(cfg, a, s, data, out, layers))
-    if "eval" in stages:
-        for run, arm, _seed in runs(cfg):
+    for run, arm, seed in runs(cfg):  # each model trained, then evaluated, before the next
+        if arm is not None and "train" in stages:
+            if _adapter_needed(cfg, out, arm, seed):
+                _forget_if_adapter_gone(out / "train" / run)
+            timed("train", lambda a=arm, s=seed: train_arm(cfg, a, s, data, out, layers))
+        if "eval" in stages:
             adapter = None if arm is None else out / "train" / run / "adapter"
-            timed("eval", lambda r=run, a=adapter: eval_run(cfg, r, a, out))
+            first = arm is None or seed == cfg.seeds_of(arm)[0]
+            timed("eval", lambda r=run, a=adapter, f=first: eval_run(cfg, r, a, out, f))
     report = timed("report", lambda: write_report(cfg, out)) if "report" in stages else {}
     _say(f"done in {time.time() - start:.0f} s ({out})")
     return report
-
-
-def publish(out: str | Path, dest: str | Path) -> list[Path]:
-    """Copy the small result files (report, recipe, each suite's record and summary) to
-    ``dest``: what is committed; adapters, checkpoints and replies stay in ``out``."""
-    import shutil
-
-    out, dest = Path(out), Path(dest)
-    files = [out / "report.json", out / "report.md", out / "study.json"]
-    files += sorted((out / "eval").glob("*/*/*.json"))
-    files += sorted((out / "train").glob("*/summary.json"))
-    files += [out / "analyze" / "analysis.json", out / "data" / "sft.stats.json"]
-    copied = []
-    for file in files:
-        if file.is_file():
-            target = dest / file.relative_to(out)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(file, target)
-            copied.append(target)
-    return copied
 
 
 def _jsonable(cfg: StudyConfig) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ class Metric:
     higher_is_better: bool = True
 
 
-METRICS = (
+GENERATION = (
     Metric("sys_ifeval", "prompt_level_strict_acc", "sys-IFEval prompt strict"),
     Metric("sys_ifeval", "inst_level_strict_acc", "sys-IFEval instruction strict"),
     Metric("sys_ifeval", "prompt_level_loose_acc", "sys-IFEval prompt loose"),
@@ -43,13 +43,26 @@ METRICS = (
     Metric("tensortrust", "ERR", "Tensor Trust extraction robustness"),
     Metric("tensortrust", "hijacking_dv", "Tensor Trust right code → granted"),
     Metric("struq", "asr", "StruQ injection success", higher_is_better=False),
-    Metric("sep", "probe_executed", "SEP probe executed", higher_is_better=False),
-    Metric("msj_hijack", "asr@4", "many-shot hijack k=4", higher_is_better=False),
-    Metric("msj_hijack", "asr@16", "many-shot hijack k=16", higher_is_better=False),
-    Metric("msj_hijack", "asr@64", "many-shot hijack k=64", higher_is_better=False),
-    *(Metric(t, "acc", f"{t} acc (system prompt)") for t in CAPABILITY),
-    *(Metric(f"{t}-nosys", "acc", f"{t} acc (no system prompt)") for t in CAPABILITY),
+    Metric("sep", "probe_executed", "SEP probe in data executed", higher_is_better=False),
 )
+
+
+def metrics(cfg: StudyConfig) -> list[Metric]:
+    """The report's rows: the generation metrics, many-shot success per k, capability acc."""
+    keys = {s.key for s in cfg.suites}
+    out = [m for m in GENERATION if m.suite in keys]
+    for suite in cfg.suites:
+        if suite.name == "msj_hijack":
+            out += [
+                Metric(suite.key, f"asr@{k}", f"many-shot hijack k={k}", higher_is_better=False)
+                for k in suite.shots or ()
+            ]
+        elif suite.name in CAPABILITY:
+            where = "no system prompt" if suite.tag else "system prompt"
+            out.append(Metric(suite.key, "acc", f"{suite.name} acc ({where})"))
+    return out
+
+
 BASELINES = ("lora", "parallel_mlp")
 CALYREX = "calyrex-late8th"
 
@@ -130,12 +143,14 @@ def _difference(cfg: StudyConfig, a: dict, b: dict) -> dict[str, Any]:
     return diff
 
 
-def verdict(m: Metric, diff: dict[str, Any], baseline: str) -> str:
+def verdict(m: Metric, diff: dict[str, Any], baseline: str, ours: str = "CALYREX") -> str:
+    """Who is better on ``m`` by the difference ``ours − baseline``: resolved only when its 95 %
+    interval excludes 0."""
     lo, hi = diff["ci95"]
     if math.isnan(lo) or lo <= 0 <= hi:
         return "no difference resolved"
     better = (lo > 0) == m.higher_is_better
-    return "CALYREX better" if better else f"{baseline} better"
+    return f"{ours} better" if better else f"{baseline} better"
 
 
 def labels(cfg: StudyConfig) -> list[str]:
@@ -145,7 +160,7 @@ def labels(cfg: StudyConfig) -> list[str]:
 def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     """Every metric's cells per arm and CALYREX's differences to the baselines."""
     table: dict[str, Any] = {}
-    for m in METRICS:
+    for m in metrics(cfg):
         cells = {label: _cell(cfg, out, label, m) for label in labels(cfg)}
         row: dict[str, Any] = {"title": m.title, "higher_is_better": m.higher_is_better}
         row["cells"] = {k: _public(v) for k, v in cells.items() if v}
@@ -154,9 +169,27 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
             if cells.get(CALYREX) and cells.get(base):
                 diff = _difference(cfg, cells[CALYREX], cells[base])
                 row["differences"][base] = {**diff, "verdict": verdict(m, diff, base)}
+        row["dpo_gain"] = {}
+        for arm in cfg.arms:  # what preference training added to its SFT starting point
+            if arm.init_from and cells.get(arm.label) and cells.get(arm.init_from):
+                sft = _first_seeds(cfg, out, arm.init_from, m, len(cells[arm.label]["per_seed"]))
+                if sft:
+                    gain = _difference(cfg, cells[arm.label], sft)
+                    row["dpo_gain"][arm.label] = {
+                        **gain,
+                        "verdict": verdict(m, gain, "SFT", ours="DPO"),
+                    }
         if row["cells"]:
             table[f"{m.suite}:{m.name}"] = row
     return table
+
+
+def _first_seeds(
+    cfg: StudyConfig, out: Path, label: str, m: Metric, k: int
+) -> dict[str, Any] | None:
+    """``label``'s cell over its first ``k`` seeds only (the seeds a DPO arm started from)."""
+    arm = cfg.arm(label)
+    return _cell(replace(cfg, arms=(replace(arm, seeds=cfg.seeds_of(arm)[:k]),)), out, label, m)
 
 
 def _public(cell: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,61 @@
+"""``calyrex study real``: the whole chain on SmolLM2 in its quick preset (every stage, a few
+examples), its resumption, its report's arithmetic, and the CLI's positional argument."""
+
+import json
+import math
+import os
+import time
+
+import pytest
+
+from calyrex.cli import main
+from calyrex.study.config import QUICK
+from calyrex.study.markdown import render
+from calyrex.study.report import Metric, metrics, verdict
+
+
+def test_verdicts_follow_the_interval_and_the_direction():
+    up, down = Metric("s", "m", "t"), Metric("s", "m", "t", higher_is_better=False)
+    assert verdict(up, {"ci95": [0.01, 0.2]}, "lora") == "CALYREX better"
+    assert verdict(up, {"ci95": [-0.2, -0.01]}, "lora") == "lora better"
+    assert verdict(down, {"ci95": [0.01, 0.2]}, "lora") == "lora better"
+    assert verdict(down, {"ci95": [-0.3, 0.1]}, "lora") == "no difference resolved"
+    assert verdict(up, {"ci95": [math.nan, math.nan]}, "lora") == "no difference resolved"
+
+
+def test_cli_takes_the_study_as_a_positional_argument(capsys):
+    assert main(["study", "nosuch", "--quick"]) == 2
+    assert "unknown study 'nosuch'" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("real_data")
+def test_quick_study_runs_every_stage_and_resumes(tmp_path):
+    out = tmp_path / "study"
+    start = time.time()
+    assert (
+        main(["study", "real", "--quick", "--out", str(out), "--results", str(tmp_path / "r")]) == 0
+    )
+    first = time.time() - start
+    report = json.loads((out / "report.json").read_text())
+    arms = {a.label for a in QUICK.arms}
+    assert set(report["training"]) == arms
+    for label in ("lora", "parallel_mlp"):  # parameter-matched to late8th within 2 %
+        assert abs(report["training"][label]["params_vs_calyrex"] - 1) <= 0.02
+    suites = {m.suite for m in metrics(QUICK)}
+    evaluated = {key.split(":")[0] for key in report["metrics"]}
+    assert evaluated == suites, suites - evaluated
+    for row in report["metrics"].values():
+        assert {"base", "calyrex-late8th", "lora", "parallel_mlp"} <= set(row["cells"])
+        for cell in row["cells"].values():
+            lo, hi = cell["ci95"]
+            assert math.isnan(lo) or lo <= cell["value"] + 1e-9 <= hi + 2e-9
+    assert "| metric | n |" in (out / "report.md").read_text()
+    assert render(report, ["base", *sorted(arms)])
+
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "train").rglob("*") if p.is_file()}
+    stamps |= {p: p.stat().st_mtime_ns for p in (out / "eval").rglob("*.jsonl")}
+    start = time.time()
+    assert main(["study", "real", "--quick", "--out", str(out)]) == 0
+    assert time.time() - start < first / 2
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps, "a finished unit was redone"
+    assert first < 600 or os.getloadavg()[0] > 3, f"--quick took {first:.0f} s"
