@@ -68,8 +68,8 @@ def load_msj_hijack(
         fields = {f: row[f] for f in FIELDS}
         for k in shots:
             if k <= len(order):  # a small custom file may not have k other attacks
-                shots = {"shots": k, "shot_attacks": order[:k]}
-                items.append({"id": f"{row['sample_id']}@{k}", **shots, **fields})
+                drawn = {"shots": k, "shot_attacks": order[:k]}
+                items.append({"id": f"{row['sample_id']}@{k}", **drawn, **fields})
     return items
 
 
