@@ -10,7 +10,7 @@ import pytest
 from calyrex.cli import main
 from calyrex.eval.cases import Case, Expect, IFEvalCheck, check, load_cases, run_cases, summarize
 from calyrex.eval.generate import Skip
-from calyrex.ruleworld.intervals import wilson
+from calyrex.intervals import wilson
 from calyrex.testing import tiny_model, tiny_tokenizer
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "cases.jsonl"

@@ -238,7 +238,7 @@ def loader():
 def test_generation_suites_end_to_end_on_a_tiny_model(loader, tmp_path, suite, folder, counts):
     need(folder)
     from calyrex.eval.data import read_rows
-    from calyrex.reproduce.bootstrap import item_scores
+    from calyrex.eval.items import item_scores
 
     limit = 2 if suite in ("sep", "msj_hijack") else 3
     evaluate([suite], tmp_path, EvalConfig(limit=limit, max_new_tokens=4), loader=loader)

@@ -77,3 +77,31 @@ def test_adapter_files_import_no_model_code():
         "calyrex.wrap",
         "calyrex.loading",
     }
+
+
+def _imports_anywhere(path: Path) -> set[str]:
+    """Every ``calyrex.*`` module a file imports, at the top or inside a function."""
+    name = ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            parts = package.split(".")[: len(package.split(".")) - max(node.level - 1, 0)]
+            base = ".".join(parts) if node.level else ""
+            target = ".".join(p for p in (base, node.module or "") if p)
+            found |= {target} | {f"{target}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return {m for m in found if m.startswith("calyrex")}
+
+
+def test_lower_layers_never_reach_up():
+    """Evaluation and the statistics sit below RuleWorld, the paper's reproduction and the
+    studies: they never import them, not even lazily inside a function."""
+    upper = ("calyrex.ruleworld", "calyrex.reproduce", "calyrex.study")
+    files = [SRC / "calyrex" / "intervals.py", *(SRC / "calyrex" / "eval").rglob("*.py")]
+    offenders = {
+        str(f.relative_to(SRC)): sorted(m for m in _imports_anywhere(f) if m.startswith(upper))
+        for f in files
+    }
+    assert {f: m for f, m in offenders.items() if m} == {}

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..adapter_io import atomic_write
-from ..ruleworld.intervals import wilson
+from ..intervals import wilson
 from .data import DataFormatError, write_json
 
 Message = dict[str, str]

@@ -2,7 +2,7 @@
 column per benchmark; CALYREX's difference to each baseline beside the paper's where it gives one.
 
 Values are percentages. Intervals (95 %): a stratified bootstrap over items for rule-checked
-benchmarks (:mod:`.bootstrap`, paired for differences); ±1.96 standard errors as lm-eval
+benchmarks (:mod:`calyrex.intervals`, paired for differences); ±1.96 standard errors as lm-eval
 reports them for MMLU / GSM8K / SQuAD (independent for differences); none for judged
 benchmarks, whose per-item verdicts are not stored.
 """
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import bootstrap
+from ..eval.items import item_scores
+from ..intervals import Items, interval, paired
 from .config import ReportSpec
 
 
@@ -65,7 +66,7 @@ class Cell:
     value: float | None = None  # a fraction (0–1)
     interval: tuple[float, float] | None = None
     stderr: float | None = None  # lm-eval's, for harness columns
-    items: bootstrap.Items | None = None
+    items: Items | None = None
     status: str = "ok"  # ok | skipped | missing | not run
     reason: str = ""
 
@@ -92,9 +93,9 @@ def read_cell(eval_dir: Path, column: Column, spec: ReportSpec, not_run: dict[st
         cell.stderr = float(errors[0])
         cell.interval = (cell.value - 1.96 * cell.stderr, cell.value + 1.96 * cell.stderr)
     else:
-        cell.items = bootstrap.item_scores(column.suite, eval_dir, wanted)
+        cell.items = item_scores(column.suite, eval_dir, wanted)
         if cell.items:
-            cell.interval = bootstrap.interval(cell.items, spec.bootstrap, spec.seed)
+            cell.interval = interval(cell.items, spec.bootstrap, spec.seed)
     return cell
 
 
@@ -105,9 +106,7 @@ def delta(a: Cell, b: Cell, spec: ReportSpec) -> Cell:
         return Cell(status=status)
     out = Cell(value=a.value - b.value)
     if a.items and b.items:
-        out.interval = bootstrap.interval(
-            bootstrap.paired(a.items, b.items), spec.bootstrap, spec.seed
-        )
+        out.interval = interval(paired(a.items, b.items), spec.bootstrap, spec.seed)
     elif a.stderr is not None and b.stderr is not None:
         half = 1.96 * math.hypot(a.stderr, b.stderr)
         out.interval = (out.value - half, out.value + half)

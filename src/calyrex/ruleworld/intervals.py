@@ -1,13 +1,10 @@
-"""Rates with their sample size and a 95 % interval: the unit of every RuleWorld figure.
+"""RuleWorld's figures as rates (:mod:`calyrex.intervals`): plotting, seeds, separation.
 
-A metric is ``{"rate": r, "n": n, "ci95": [lo, hi]}``. Proportions of independent examples get
-the Wilson score interval (sound at 0 and 1 and for small ``n``, where the normal one is not);
-means over examples of a per-example fraction (multi-turn adherence: the share of a session's
-turns that obey) get a percentile bootstrap over examples
-(:func:`calyrex.reproduce.bootstrap.interval`, seeded, so the same verdicts give the same
-interval). Across training seeds (:func:`over_seeds`) the examples are shared: the interval is
-the wider of Student's t over the seeds' rates (how much the recipe varies with its seed) and the
-examples' own interval averaged over the seeds (how much the finite example set leaves open).
+A metric is ``{"rate": r, "n": n, "ci95": [lo, hi]}`` (Wilson over examples, or a bootstrap over
+sessions for multi-turn adherence: :func:`calyrex.intervals.proportion` / ``mean``). Across
+training seeds (:func:`over_seeds`) the examples are shared: the interval is the wider of
+Student's t over the seeds' rates (how much the recipe varies with its seed) and the examples'
+own interval averaged over the seeds (how much the finite example set leaves open).
 """
 
 from __future__ import annotations
@@ -16,42 +13,19 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-Rate = dict[str, Any]  # {"rate": float, "n": int, "ci95": [float, float]}
-Z95 = 1.959964
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+from ..intervals import T95, Z95, Rate, mean, proportion, wilson
 
-
-def _r(x: float) -> float:
-    return round(x, 4)
-
-
-def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval of a proportion ``k / n`` (Wilson 1927)."""
-    if n == 0:
-        return math.nan, math.nan
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def proportion(flags: Sequence[bool]) -> Rate:
-    """The share of ``flags`` that are true, with its Wilson interval."""
-    k, n = sum(map(bool, flags)), len(flags)
-    lo, hi = wilson(k, n)
-    return {"rate": _r(k / n) if n else math.nan, "n": n, "ci95": [_r(lo), _r(hi)]}
-
-
-def mean(values: Sequence[float], resamples: int = 1000) -> Rate:
-    """The mean of per-example ``values`` in [0, 1], with a bootstrap interval over examples."""
-    from ..reproduce.bootstrap import interval
-
-    n = len(values)
-    if not n:
-        return {"rate": math.nan, "n": 0, "ci95": [math.nan, math.nan]}
-    items = {f"{i:06d}": ("all", float(v)) for i, v in enumerate(values)}
-    lo, hi = interval(items, resamples=resamples) or (math.nan, math.nan)
-    return {"rate": _r(sum(values) / n), "n": n, "ci95": [_r(lo), _r(hi)]}
+__all__ = [  # the rates themselves are calyrex.intervals'; RuleWorld's modules read them here
+    "Rate",
+    "mean",
+    "proportion",
+    "wilson",
+    "yerr",
+    "is_rate",
+    "value",
+    "over_seeds",
+    "separated",
+]
 
 
 def yerr(entries: Sequence[Rate]) -> list[list[float]]:
@@ -91,10 +65,10 @@ def over_seeds(entries: Sequence[Any]) -> Any:
     lo = min(m - half, sum(e["ci95"][0] for e in entries) / k)
     hi = max(m + half, sum(e["ci95"][1] for e in entries) / k)
     return {
-        "rate": _r(m),
+        "rate": round(m, 4),
         "n": first["n"],
-        "ci95": [_r(max(0.0, lo)), _r(min(1.0, hi))],
-        "sd": _r(sd),
+        "ci95": [round(max(0.0, lo), 4), round(min(1.0, hi), 4)],
+        "sd": round(sd, 4),
         "seeds": rates,
     }
 

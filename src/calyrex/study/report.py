@@ -1,7 +1,7 @@
 """The real-model study's report: rates with ``n`` and 95 % intervals, paired differences, verdicts.
 
 Per arm and metric the value is the mean over the arm's seeds. Intervals come from a percentile
-bootstrap over items (:mod:`calyrex.reproduce.bootstrap`) of the per-item score averaged over the
+bootstrap over items (:mod:`calyrex.intervals`) of the per-item score averaged over the
 seeds; per-item scores are the benchmark's own ``score`` applied to one item at a time, so they
 cannot drift from the recorded metrics. A difference CALYREX − baseline is paired (the same
 resampled items for both) and comes with the spread of the per-seed differences. The lm-eval
@@ -76,7 +76,7 @@ def _record(out: Path, run: str, suite: str) -> dict[str, Any] | None:
 
 
 def _items(out: Path, run: str, m: Metric) -> dict[str, tuple[str, float]] | None:
-    from ..reproduce.bootstrap import item_scores
+    from ..eval.items import item_scores
 
     where = out / "eval" / run / m.suite
     if _record(out, run, m.suite) is None:
@@ -96,7 +96,7 @@ def _mean_items(per_seed: list[dict[str, tuple[str, float]]]) -> dict[str, tuple
 
 def _cell(cfg: StudyConfig, out: Path, label: str, m: Metric) -> dict[str, Any] | None:
     """One arm's value of one metric: mean over seeds, n, 95 % interval, per-seed values."""
-    from ..reproduce.bootstrap import interval
+    from ..intervals import interval
 
     names = (
         ["base"] if label == "base" else [run_name(cfg.arm(label), s) for s in _seeds(cfg, label)]
@@ -127,7 +127,7 @@ def _seeds(cfg: StudyConfig, label: str) -> tuple[int, ...]:
 
 
 def _difference(cfg: StudyConfig, a: dict, b: dict) -> dict[str, Any]:
-    from ..reproduce.bootstrap import interval, paired
+    from ..intervals import interval, paired
 
     diff: dict[str, Any] = {"value": a["value"] - b["value"]}
     k = min(len(a["per_seed"]), len(b["per_seed"]))

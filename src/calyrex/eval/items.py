@@ -1,0 +1,41 @@
+"""Per-item scores of an evaluated benchmark: its own ``score`` applied to one item at a time.
+
+So they cannot drift from the recorded metrics. Judged benchmarks (SysBench, MSJ) do not store
+per-item verdicts and lm-eval tasks keep no per-item rows: ``None`` for them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from pathlib import Path
+
+from ..intervals import Items
+
+
+def item_scores(suite: str, eval_dir: Path, patterns: list[str]) -> Items | None:
+    """Each scored item's (group, value) for the column ``patterns``; None where not possible."""
+    from .bench import Context, EvalConfig
+    from .data import read_rows
+    from .runner import make_benchmark
+
+    bench = make_benchmark(suite)
+    responses = eval_dir / f"{suite}.responses.jsonl"
+    if bench.needs_judge or hasattr(bench, "run") or not responses.is_file():
+        return None
+    stored = json.loads((eval_dir / "run.json").read_text())["config"]
+    ctx = Context(EvalConfig(**stored), eval_dir)
+    items = bench.load(ctx.config.data.get(suite), ctx)
+    rows = {bench.row_id(r): r for r in read_rows(responses)}
+    out: Items = {}
+    for item in items:
+        item_id = str(item["id"] if "id" in item else item["key"])
+        row = rows.get(item_id)
+        if row is None or row.get("skipped"):
+            continue
+        metrics = bench.score([item], [row], ctx)["metrics"]
+        for key in sorted(metrics):
+            if any(fnmatch.fnmatchcase(key, p) for p in patterns) and metrics[key] is not None:
+                out[item_id] = (key, float(metrics[key]))
+                break
+    return out

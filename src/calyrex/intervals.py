@@ -1,0 +1,88 @@
+"""Rates with their sample size and a 95 % interval, and bootstrap intervals over items.
+
+A rate is ``{"rate": r, "n": n, "ci95": [lo, hi]}``. Proportions of independent examples get the
+Wilson score interval (sound at 0 and 1 and for small ``n``); means over examples of a per-example
+score get a percentile bootstrap over examples, seeded, so the same verdicts give the same
+interval. Per-item scores (``Items``: item id → (group, score)) are resampled within their groups
+(stratified); a column's statistic is the mean of its group means; differences between two models
+are paired (the same resampled items for both). Used by RuleWorld, ``calyrex eval --cases``,
+``calyrex reproduce`` and ``calyrex study``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+Rate = dict[str, Any]  # {"rate": float, "n": int, "ci95": [float, float]}
+Items = dict[str, tuple[str, float]]  # item id → (group, score)
+Z95 = 1.959964
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def _r(x: float) -> float:
+    return round(x, 4)
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``k / n`` (Wilson 1927)."""
+    if n == 0:
+        return math.nan, math.nan
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def proportion(flags: Sequence[bool]) -> Rate:
+    """The share of ``flags`` that are true, with its Wilson interval."""
+    k, n = sum(map(bool, flags)), len(flags)
+    lo, hi = wilson(k, n)
+    return {"rate": _r(k / n) if n else math.nan, "n": n, "ci95": [_r(lo), _r(hi)]}
+
+
+def mean(values: Sequence[float], resamples: int = 1000) -> Rate:
+    """The mean of per-example ``values`` in [0, 1], with a bootstrap interval over examples."""
+    n = len(values)
+    if not n:
+        return {"rate": math.nan, "n": 0, "ci95": [math.nan, math.nan]}
+    items = {f"{i:06d}": ("all", float(v)) for i, v in enumerate(values)}
+    lo, hi = interval(items, resamples=resamples) or (math.nan, math.nan)
+    return {"rate": _r(sum(values) / n), "n": n, "ci95": [_r(lo), _r(hi)]}
+
+
+def statistic(groups: dict[str, np.ndarray]) -> float:
+    return float(np.mean([v.mean() for v in groups.values()]))
+
+
+def _grouped(items: Items) -> dict[str, np.ndarray]:
+    groups: dict[str, list[float]] = {}
+    for _, (group, value) in sorted(items.items()):  # sorted: the same resamples in every process
+        groups.setdefault(group, []).append(value)
+    return {g: np.asarray(v) for g, v in groups.items()}
+
+
+def interval(
+    items: Items, resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the column statistic (items resampled within groups)."""
+    groups = _grouped(items)
+    if not groups:
+        return None
+    rng = np.random.default_rng(seed)
+    stats = [
+        statistic({g: v[rng.integers(0, len(v), len(v))] for g, v in groups.items()})
+        for _ in range(resamples)
+    ]
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(stats, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def paired(a: Items, b: Items) -> Items:
+    """Per-item differences a − b on the items both models scored (the same groups)."""
+    common = sorted(a.keys() & b.keys())
+    return {k: (a[k][0], a[k][1] - b[k][1]) for k in common if a[k][0] == b[k][0]}
