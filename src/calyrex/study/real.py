@@ -257,15 +257,17 @@ def run_study(
             f"{out} holds a study trained with other {', '.join(changed)} ({plan}); "
             "use a new --out or delete it"
         )
-    record = {"config": _jsonable(cfg), "command": command, "wall_s": previous.get("wall_s", {})}
-    data = out / "data"
     layers = previous.get("analyze_layers")
+    record = {"config": _jsonable(cfg), "command": command, "wall_s": previous.get("wall_s", {})}
+    record["analyze_layers"] = layers
+    data = out / "data"
 
     def timed(stage: str, fn: Callable[[], Any]) -> Any:
         t = time.time()
         result = fn()
         record["wall_s"][stage] = round(record["wall_s"].get(stage, 0) + time.time() - t, 1)
-        record["analyze_layers"] = layers
+        if stage == "analyze":
+            record["analyze_layers"] = result
         _write(plan, record)
         return result
 
