@@ -57,3 +57,13 @@ def test_quick_study_runs_every_stage_and_resumes(tmp_path):
     assert time.time() - start < first / 2
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps, "a finished unit was redone"
     assert first < 600 or os.getloadavg()[0] > 3, f"--quick took {first:.0f} s"
+
+
+def test_readme_study_block_is_generated_from_the_committed_report():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    check = [sys.executable, str(root / "scripts" / "readme_study.py"), "--check"]
+    assert subprocess.run(check, cwd=root).returncode == 0, "run scripts/readme_study.py"
