@@ -176,13 +176,10 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
 
         return load
 
-    for suite in cfg.suites:
-        if suite.first_seed_only and not first:
+    for suite in due(cfg, first):
+        if finished(out, run, suite) is not None:
             continue
         where = out / "eval" / run / suite.key
-        record = where / f"{suite.name}.json"
-        if record.is_file() and json.loads(record.read_text()).get("status") == "ok":
-            continue
         _say(f"eval {run} {suite.key}")
         config = EvalConfig(
             data=eval_data(),
@@ -209,14 +206,22 @@ def runs(cfg: StudyConfig) -> list[tuple[str, Arm | None, int | None]]:
     return out
 
 
+def due(cfg: StudyConfig, first: bool) -> list[Suite]:
+    """The suites a run is evaluated on (``first``: the base or an arm's first seed)."""
+    return [s for s in cfg.suites if first or not s.first_seed_only]
+
+
+def finished(out: Path, run: str, suite: Suite) -> dict[str, Any] | None:
+    """The record ``calyrex eval`` wrote for ``suite`` on ``run``, when it finished (``ok``)."""
+    file = out / "eval" / run / suite.key / f"{suite.name}.json"
+    if not file.is_file():
+        return None
+    record = json.loads(file.read_text())
+    return record if record.get("status") == "ok" else None
+
+
 def _eval_done(cfg: StudyConfig, out: Path, run: str, first: bool) -> bool:
-    for suite in cfg.suites:
-        if suite.first_seed_only and not first:
-            continue
-        record = out / "eval" / run / suite.key / f"{suite.name}.json"
-        if not record.is_file() or json.loads(record.read_text()).get("status") != "ok":
-            return False
-    return True
+    return all(finished(out, run, suite) is not None for suite in due(cfg, first))
 
 
 def _adapter_needed(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> bool:

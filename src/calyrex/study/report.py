@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .config import CAPABILITY, StudyConfig
-from .real import run_name, runs
+from .real import finished, run_name, runs
 
 Z95 = 1.959964
 
@@ -67,21 +67,11 @@ BASELINES = ("lora", "parallel_mlp")
 CALYREX = "calyrex-late8th"
 
 
-def _record(out: Path, run: str, suite: str) -> dict[str, Any] | None:
-    file = out / "eval" / run / suite / f"{suite.removesuffix('-nosys')}.json"
-    if not file.is_file():
-        return None
-    record = json.loads(file.read_text())
-    return record if record.get("status") == "ok" else None
-
-
-def _items(out: Path, run: str, m: Metric) -> dict[str, tuple[str, float]] | None:
+def _items(cfg: StudyConfig, out: Path, run: str, m: Metric) -> dict[str, tuple[str, float]] | None:
+    """Per-item scores of a finished suite (``None`` where the suite keeps none)."""
     from ..eval.items import item_scores
 
-    where = out / "eval" / run / m.suite
-    if _record(out, run, m.suite) is None:
-        return None
-    return item_scores(m.suite.removesuffix("-nosys"), where, [m.name])
+    return item_scores(cfg.suite(m.suite).name, out / "eval" / run / m.suite, [m.name])
 
 
 def _stderr(record: dict[str, Any], name: str) -> float | None:
@@ -101,13 +91,13 @@ def _cell(cfg: StudyConfig, out: Path, label: str, m: Metric) -> dict[str, Any] 
     names = (
         ["base"] if label == "base" else [run_name(cfg.arm(label), s) for s in _seeds(cfg, label)]
     )
-    records = [_record(out, r, m.suite) for r in names]
+    records = [finished(out, r, cfg.suite(m.suite)) for r in names]
     values = [(r.get("metrics") or {}).get(m.name) for r in records if r]
     values = [float(v) for v in values if isinstance(v, int | float)]
     if not values or len(values) < len(names):
         return None
     cell: dict[str, Any] = {"value": float(np.mean(values)), "per_seed": values}
-    items = [_items(out, r, m) for r in names]
+    items = [_items(cfg, out, r, m) for r in names]
     if all(items):
         avg = _mean_items(items)  # type: ignore[arg-type]
         cell["n"] = len(avg)
