@@ -76,9 +76,9 @@ class StudyConfig:
     seeds: tuple[int, ...] = (0, 1, 2)
     arms: tuple[Arm, ...] = (
         Arm("calyrex-late8th", "calyrex"),
-        Arm("calyrex-analyze", "calyrex", placement="analyze", seeds=(0,)),
         Arm("lora", "lora"),
         Arm("parallel_mlp", "parallel_mlp"),
+        Arm("calyrex-analyze", "calyrex", placement="analyze", seeds=(0,)),
         Arm("lora-equal-time", "lora", seeds=(0,), steps_like="calyrex-late8th"),
         # SFT → DPO (issue 28): the reference is the base (the adapters switched off)
         Arm("calyrex-dpo", "calyrex", objective="dpo", init_from="calyrex-late8th", seeds=(0,)),

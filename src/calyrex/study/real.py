@@ -194,11 +194,13 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
 
 
 def runs(cfg: StudyConfig) -> list[tuple[str, Arm | None, int | None]]:
-    """(run name, arm, seed) of every model, in the order they are made: the base, then each
-    SFT arm's seeds, each seed followed by the DPO arms that start from its adapter."""
+    """(run name, arm, seed) of every model, in the order they are made: the base, then seed by
+    seed (so a study cut short holds whole comparisons) each SFT arm, followed by the DPO arms
+    that start from its adapter."""
     out: list[tuple[str, Arm | None, int | None]] = [("base", None, None)]
-    for arm in (a for a in cfg.arms if not a.init_from):
-        for seed in cfg.seeds_of(arm):
+    seeds = sorted({s for a in cfg.arms for s in cfg.seeds_of(a)})
+    for seed in seeds:
+        for arm in (a for a in cfg.arms if not a.init_from and seed in cfg.seeds_of(a)):
             out.append((run_name(arm, seed), arm, seed))
             for dpo in (a for a in cfg.arms if a.init_from == arm.label):
                 if seed in cfg.seeds_of(dpo):
