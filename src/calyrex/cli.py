@@ -1,8 +1,9 @@
 """The ``calyrex`` command: a thin table of subcommands over library functions.
 
 Each subcommand is a function whose signature is its options (``--max-steps`` ↔ ``max_steps``;
-a positional-only parameter is a positional argument); adding one is a function plus one line in
-:data:`COMMANDS`.
+a positional-only parameter is a positional argument); one marked ``@options_from(SomeConfig)``
+also takes one flag per field of that dataclass (:mod:`calyrex.cli_fields`). Adding a subcommand
+is a function plus one line in :data:`COMMANDS`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from .cli_fields import add_options, description, help_text, options_of, param_docs
 
 # subcommand → "module:function" (imported only when that subcommand runs, so the CLI starts fast)
 COMMANDS: dict[str, str] = {
@@ -51,28 +54,51 @@ def _type_of(annotation: Any) -> tuple[Callable[[str], Any], bool]:
     return annotation, False
 
 
-def _add(sub: Any, name: str, fn: Callable[..., Any]) -> None:
-    doc = inspect.getdoc(fn) or ""
+def _add(sub: Any, name: str, fn: Callable[..., Any]) -> argparse.ArgumentParser:
+    doc = description(fn)
     parser = sub.add_parser(name, help=doc.splitlines()[0] if doc else None, description=doc)
-    for param in inspect.signature(fn).parameters.values():
+    params = [
+        p
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    docs = param_docs(fn)  # the docstring's Args: block, as the flags' help
+    for param in params:
         kind, many = _type_of(param.annotation)
         flag = "--" + param.name.replace("_", "-")
+        what = help_text(docs.get(param.name, ""), param.default) or None
         if param.kind is inspect.Parameter.POSITIONAL_ONLY:
-            parser.add_argument(param.name, type=kind, nargs="+" if many else None)
+            parser.add_argument(param.name, type=kind, nargs="+" if many else None, help=what)
         elif kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=param.default)
+            parser.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=param.default, help=what
+            )
         elif param.default is inspect.Parameter.empty:
-            parser.add_argument(flag, type=kind, required=True, nargs="+" if many else None)
+            parser.add_argument(
+                flag, type=kind, required=True, nargs="+" if many else None, help=what
+            )
         elif many and param.default is None:  # repeatable: --key a b --key c → [a, b, c]
-            parser.add_argument(flag, type=kind, nargs="+", action="extend")
+            parser.add_argument(flag, type=kind, nargs="+", action="extend", help=what)
         else:
-            parser.add_argument(flag, type=kind, default=param.default, nargs="+" if many else None)
+            parser.add_argument(
+                flag, type=kind, default=param.default, nargs="+" if many else None, help=what
+            )
+    config = options_of(fn)
+    if config is not None:  # **options: one flag per field of the dataclass
+        add_options(parser, config, taken=[p.name for p in params])
     parser.set_defaults(_fn=fn)
+    return parser
 
 
 def _load(target: str) -> Callable[..., Any]:
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def subcommand_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of ``calyrex NAME`` alone: its flags, its ``--help``."""
+    sub = argparse.ArgumentParser(prog="calyrex").add_subparsers()
+    return _add(sub, name, _load(COMMANDS[name]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,8 +15,11 @@ from typing import Any
 
 import torch
 
-from calyrex.precision import Choice
+from calyrex.placement import PRESETS as PLACEMENTS
+from calyrex.precision import ALIASES, PRECISIONS, Choice
 from calyrex.precision import resolve as resolve_precision
+
+from .shapes import SHAPES
 
 SECTIONS = ("train", "inference", "scaling", "shared", "serve")
 DEFAULT_SECTIONS = SECTIONS[:4]  # serve needs the calyrex[serve] extra: asked for by name
@@ -55,37 +58,78 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 @dataclass
 class BenchConfig:
-    preset: str | None = None  # None: "full" on CUDA, "cpu" otherwise
-    shape: str | None = None
-    model: str | None = None  # a real model in place of ``shape`` (not both)
-    sections: list[str] = field(default_factory=lambda: list(DEFAULT_SECTIONS))
-    device: str | None = None  # None: cuda when available
-    dtype: str | None = None  # None: bfloat16 on CUDA, auto on CPU (``calyrex.precision``)
-    placement: str = "late8th"
+    """One benchmark run; each field is a ``calyrex bench`` flag (``--train-batch`` ↔
+    ``train_batch``), and the string under a field is that flag's help. A size left unset
+    (None) comes from the preset."""
+
+    preset: str | None = field(default=None, metadata={"choices": PRESETS})
+    """Sizes for every size left unset: full (the issue's), cpu (minutes on 2 cores) or quick
+    (tiny, seconds); unset: full on CUDA, cpu otherwise."""
+    shape: str | None = field(default=None, metadata={"choices": SHAPES})
+    """Backbone of a real model's shape with random weights; unset: the preset's."""
+    model: str | None = None
+    """A real model in place of --shape (not both): smollm2, ruleworld, a directory, a hub id."""
+    sections: list[str] = field(
+        default_factory=lambda: list(DEFAULT_SECTIONS), metadata={"choices": SECTIONS}
+    )
+    """What to measure; serve (calyrex serve on loopback, the calyrex[serve] extra) only when
+    named."""
+    device: str | None = None
+    """Device to measure on (cpu, cuda, cuda:1, ...); unset: cuda when available."""
+    dtype: str | None = field(default=None, metadata={"choices": (*PRECISIONS, *ALIASES)})
+    """Precision measured in; auto: bf16 where this machine is fast at it, else fp32
+    (calyrex.precision); unset: bfloat16 on CUDA, auto on CPU."""
+    placement: str = field(default="late8th", metadata={"choices": PLACEMENTS})
+    """Placement preset of the CAL blocks (ParallelMLP is placed to match)."""
     seed: int = 0
+    """Seed of the random weights and inputs."""
     train_batch: int | None = None
+    """Training step: rows per batch."""
     train_tokens: int | None = None
+    """Training step: tokens per row."""
     train_system: int | None = None
+    """Training step: system-prompt tokens per row."""
     train_labelled: int | None = None
+    """Training step: labelled reply tokens at the end of each row (the only positions given
+    logits)."""
     train_steps: int | None = None
+    """Training step: timed steps per method (median reported)."""
     train_warmup: int | None = None
+    """Training step: untimed warm-up steps per method."""
     system_tokens: int | None = None
+    """Inference: system-prompt tokens."""
     conversation_tokens: int | None = None
+    """Inference: conversation tokens after the system prompt."""
     decode_steps: int | None = None
+    """Inference: tokens decoded per timed decode."""
     repeats: int | None = None
+    """Timed repeats of each inference, scaling and shared-prompt figure (median reported)."""
     scaling_lengths: list[int] | None = None
+    """Scaling: sequence lengths at which one CAL block and one host layer are timed."""
     scaling_span: int | None = None
+    """Scaling: system-span tokens at every length."""
     decode_contexts: list[int] | None = None
+    """Inference: context lengths at which the decode step is timed."""
     shared_batch: int | None = None
+    """Shared prompt: conversations under one system prompt."""
     shared_system: int | None = None
+    """Shared prompt: system-prompt tokens."""
     shared_conversation: int | None = None
+    """Shared prompt: conversation tokens per row."""
     serve_model: str | None = None
+    """Serve: the model served (ruleworld, tiny, or any name calyrex.loading knows)."""
     serve_system: int | None = None
+    """Serve: system-prompt tokens of the time-to-first-token figure."""
     serve_tokens: int | None = None
+    """Serve: completion tokens per request."""
     serve_streams: list[int] | None = None
+    """Serve: concurrent streams of each throughput point."""
     serve_requests: int | None = None
+    """Serve: requests per stream per point."""
     serve_rounds: int | None = None
+    """Serve: runs of each point, the base and CALYREX servers taking turns (median reported)."""
     serve_time_limit: float | None = None
+    """Serve: seconds after which points not yet started are skipped."""
 
     def resolve(self) -> BenchConfig:
         """A copy with the device, dtype and every unset size taken from the preset."""

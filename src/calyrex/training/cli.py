@@ -1,51 +1,38 @@
-"""``calyrex train``: options mirror :class:`TrainConfig`; ``--config FILE.yaml`` sets defaults."""
+"""``calyrex train``: one flag per :class:`TrainConfig` field; ``--config FILE.yaml`` sets defaults."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
+from ..cli_fields import options_from
 from .config import TrainConfig
 
 
-def train_command(
-    config: str | None = None,
-    model: str | None = None,
-    method: str | None = None,
-    objective: str | None = None,
-    beta: float | None = None,
-    init_adapter: str | None = None,
-    placement: str | None = None,
-    layers: list[int] | None = None,
-    data: str | None = None,
-    out: str | None = None,
-    max_steps: int | None = None,
-    epochs: float | None = None,
-    lr: float | None = None,
-    batch_size: int | None = None,
-    grad_accum: int | None = None,
-    max_length: int | None = None,
-    precision: str | None = None,
-    seed: int | None = None,
-    save_steps: int | None = None,
-    logging_steps: int | None = None,
-    resume: bool | None = None,
-    gradient_checkpointing: bool | None = None,
-    group_by_length: bool | None = None,
-    fsdp: bool | None = None,
-    tensorboard: bool | None = None,
-    on_truncate: str | None = None,
-    skip_invalid: bool | None = None,
-    trust_remote_code: bool | None = None,
-    progress: bool | None = None,
-) -> None:
+@options_from(TrainConfig)
+def train_command(config: str | None = None, **options: Any) -> None:
     """Train calyrex | lora | parallel_mlp on chat data (--objective sft) or preference pairs
-    (--objective dpo); adapter in OUT/adapter, log in OUT/metrics.jsonl."""
-    options = {k: v for k, v in locals().items() if k != "config" and v is not None}
+    (--objective dpo); adapter in OUT/adapter, log in OUT/metrics.jsonl.
+
+    Without --config, --model, --data and --out are required.
+
+    Args:
+        config: A YAML file of options (keys as the flags, max_steps or max-steps): it replaces
+            the defaults shown; the flags given win over it.
+        options: :class:`TrainConfig` fields, one flag each.
+    """
     from .run import train
 
     if config:
         cfg = TrainConfig.from_yaml(config, **options)
     else:
-        missing = [k for k in ("model", "data", "out") if k not in options]
+        required = [
+            f.name
+            for f in dataclasses.fields(TrainConfig)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        missing = [name.replace("_", "-") for name in required if options.get(name) is None]
         if missing:
             raise ValueError(f"missing --{', --'.join(missing)} (or give --config FILE.yaml)")
-        cfg = TrainConfig(**options)
+        cfg = TrainConfig(**{k: v for k, v in options.items() if v is not None})
     train(cfg)

@@ -3,62 +3,104 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..methods import METHODS, check_method
+from ..placement import PRESETS
+from ..precision import PRECISIONS
+
 OBJECTIVES = ("sft", "dpo")
+ON_TRUNCATE = ("drop", "error")
 
 
 @dataclass
 class TrainConfig:
+    """One training run; each field is a ``calyrex train`` flag (``--max-steps`` ↔ ``max_steps``)
+    and a key of its ``--config`` YAML file, and the string under a field is that flag's help."""
+
     model: str
+    """Base model: a name calyrex knows (smollm2, ruleworld), a local directory or a hub id."""
     data: str | list[str]
+    """Training data, PATH_OR_HUB_ID[:SPLIT][#N] each (#N keeps the first N rows): JSON/JSONL
+    files or `datasets` sources; several (or comma-separated) form a mixture."""
     out: str
-    method: str = "calyrex"
-    # "sft": chat conversations, next-token loss on the replies; "dpo": preference pairs
-    # (TRL's conversational format), DPO against the model with its adapters off (training.dpo)
-    objective: str = "sft"
-    beta: float = 0.1  # DPO's β: how far the policy may move from the reference
-    init_adapter: str | None = None  # start from this saved adapter (SFT → DPO), same method
-    placement: str = "late8th"
+    """Output directory: checkpoints, metrics.jsonl, summary.json and the adapter in OUT/adapter."""
+    method: str = field(default="calyrex", metadata={"choices": METHODS})
+    """Adapter to train: CAL blocks, or a baseline matched to their parameter count."""
+    objective: str = field(default="sft", metadata={"choices": OBJECTIVES})
+    """sft: chat conversations, next-token loss on the replies; dpo: preference pairs (TRL's
+    conversational format), DPO against the model with its adapters off (training.dpo)."""
+    beta: float = 0.1
+    """DPO's beta: how far the policy may move from the reference (--objective dpo)."""
+    init_adapter: str | None = None
+    """Start from this saved adapter (SFT → DPO); it must be of the same --method."""
+    placement: str = field(default="late8th", metadata={"choices": PRESETS})
+    """Placement preset: after which decoder layers the blocks go (unless --layers is given)."""
     layers: list[int] | None = None
-    # more CalyrexConfig fields for the calyrex blocks (init_from_host, intermediate_size, ...);
-    # the baselines are matched to the blocks they describe
+    """Explicit decoder-layer indices (0-based) after which the blocks go; overrides --placement."""
     block: dict[str, Any] | None = None
+    """More CalyrexConfig fields for the calyrex blocks, as a JSON object (e.g.
+    {"init_from_host": true}); the baselines are matched to the blocks they describe."""
     max_steps: int = -1
+    """Optimizer steps to train; -1: as many as --epochs take."""
     epochs: float = 1.0
+    """Passes over the data (fractions allowed); used when --max-steps is -1."""
     lr: float = 1e-4
+    """Peak learning rate of the adapter parameters (AdamW), reached after the warm-up."""
     batch_size: int = 8
+    """Conversations (or preference pairs) per device per step."""
     grad_accum: int = 1
+    """Batches accumulated into one optimizer step."""
     max_length: int = 1024
-    precision: str = "auto"  # bf16 where this machine is fast at it, else fp32 (calyrex.precision)
+    """Most tokens of one encoded conversation (or pair); longer ones are cut, see --on-truncate."""
+    precision: str = field(default="auto", metadata={"choices": PRECISIONS})
+    """auto: bf16 where this machine is fast at it, else fp32 (calyrex.precision); fp16 needs
+    CUDA. On CPU, bf16/fp16 are autocast over fp32 weights."""
     seed: int = 0
+    """Seed of the adapter's initialisation, the data order and the system-prompt draws."""
     save_steps: int = 500
+    """Save a checkpoint (OUT/checkpoint-STEP) every this many steps."""
     save_total_limit: int = 2
+    """Keep at most this many checkpoints; older ones are deleted."""
     logging_steps: int = 10
+    """Append the loss and learning rate to OUT/metrics.jsonl every this many steps."""
     warmup_ratio: float = 0.03
+    """Learning-rate warm-up: this fraction of the steps (a value >= 1: this many steps)."""
     weight_decay: float = 0.0
+    """AdamW's weight decay."""
     scheduler: str = "cosine"
+    """Learning-rate schedule after the warm-up: a transformers lr_scheduler_type (cosine,
+    linear, constant, ...)."""
     gradient_checkpointing: bool = False
-    # batches of similar lengths (transformers' LengthGroupedSampler): less padding, faster steps
+    """Recompute activations in the backward pass: less memory, slower steps."""
     group_by_length: bool = False
-    fsdp: bool = False  # FSDP2 (fully_shard per decoder layer) under torchrun / accelerate
+    """Batches of similar lengths (transformers' LengthGroupedSampler): less padding, faster
+    steps."""
+    fsdp: bool = False
+    """FSDP2 (fully_shard per decoder layer) under torchrun / accelerate; needs a GPU."""
     resume: bool = False
+    """Continue from the last checkpoint in OUT, if there is one."""
     tensorboard: bool = False
-    system_pool: list[str] | None = None  # None: the built-in pool; [] disables it
-    on_truncate: str = "drop"  # or "error"
+    """Also log to TensorBoard."""
+    system_pool: list[str] | None = field(default=None, metadata={"nargs": "*"})
+    """System prompts drawn (seeded) for conversations without one; unset: the built-in pool;
+    the flag with no prompts (YAML: []): none added."""
+    on_truncate: str = field(default="drop", metadata={"choices": ON_TRUNCATE})
+    """A conversation whose system prompt --max-length would cut: drop it (counted in the
+    summary) or stop with an error."""
     skip_invalid: bool = False
+    """Skip (and count) rows that are not valid conversations instead of failing on the first."""
     revision: str | None = None
+    """Hub revision (branch, tag or commit) of --model."""
     trust_remote_code: bool = False
+    """Run the model's own code from the hub (transformers' trust_remote_code)."""
     progress: bool = True
+    """A progress bar with the running loss."""
 
     def validate(self) -> None:
         """Fail before any compute on options that cannot work."""
-        from ..methods import check_method
-        from ..placement import PRESETS
-        from ..precision import PRECISIONS
-
         check_method(self.method)
         if self.layers is None and self.placement not in PRESETS:
             raise ValueError(
@@ -66,7 +108,7 @@ class TrainConfig:
             )
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, not {self.precision!r}")
-        if self.on_truncate not in ("drop", "error"):
+        if self.on_truncate not in ON_TRUNCATE:
             raise ValueError(f"on_truncate must be 'drop' or 'error', not {self.on_truncate!r}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, not {self.objective!r}")

@@ -1,0 +1,199 @@
+"""A subcommand's options from a typed dataclass: one flag per field, defined once, in the config.
+
+``@options_from(TrainConfig)`` on a subcommand's function adds ``--max-steps`` for the field
+``max_steps``, and so on for every field. What the flag takes comes from the annotation (``int``,
+``float``, ``str``, ``bool`` as ``--x/--no-x``, ``X | None``, ``list[X]``, ``X | list[X]``,
+``tuple[X, ...]``, ``Literal[...]``, ``dict`` as JSON); its help is the field's docstring (the
+string literal under it, as mkdocstrings reads it); its choices are ``Literal`` values or
+``field(metadata={"choices": REGISTRY})``. The function receives only the flags given on the
+command line, as keyword arguments, so a ``--config FILE`` can sit between the dataclass
+defaults and the flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import functools
+import inspect
+import json
+import textwrap
+import typing
+from collections.abc import Callable, Sequence
+from pathlib import PurePath
+from types import UnionType
+from typing import Any, Literal, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def options_from(cls: type) -> Callable[[F], F]:
+    """Mark a subcommand whose ``**options`` are the fields of the dataclass ``cls``."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+
+    def mark(fn: F) -> F:
+        fn.__calyrex_options__ = cls  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def options_of(fn: Callable[..., Any]) -> type | None:
+    """The dataclass ``fn`` takes its options from, if any."""
+    return getattr(fn, "__calyrex_options__", None)
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """Field name → its docstring (the string right under the field), base classes first."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # object has no fields
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):  # no source (built at run time, a zip app)
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for stmt, after in zip(body, body[1:], strict=False):
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[stmt.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def param_docs(fn: Callable[..., Any]) -> dict[str, str]:
+    """Parameter name → its text in the docstring's ``Args:`` block (Google style)."""
+    lines = (inspect.getdoc(fn) or "").splitlines()
+    docs: dict[str, str] = {}
+    name = None
+    for line in lines[lines.index("Args:") + 1 :] if "Args:" in lines else []:
+        if not line.startswith(" "):  # a blank line or the next section ends the block
+            break
+        head, colon, text = line.strip().partition(":")
+        head = head.split(" (")[0]  # "name (type): text"
+        if len(line) - len(line.lstrip()) == 4 and colon and head.isidentifier():
+            name, docs[head] = head, text.strip()
+        elif name is not None:  # a continuation line, indented deeper
+            docs[name] += " " + line.strip()
+    return docs
+
+
+def help_text(text: str, default: Any) -> str:
+    """``text`` with its default appended, escaped for argparse's %-formatting."""
+    shown = _shown(default)
+    if shown is not None:
+        text = f"{text} (default: {shown})" if text else f"default: {shown}"
+    return text.replace("%", "%%")
+
+
+def description(fn: Callable[..., Any]) -> str:
+    """``fn``'s docstring without its ``Args:`` block (which becomes the flags' help)."""
+    doc = inspect.getdoc(fn) or ""
+    lines = doc.splitlines()
+    return "\n".join(lines[: lines.index("Args:")]).rstrip() if "Args:" in lines else doc
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _shown(value: Any) -> str | None:
+    """How a default reads in help; None when there is nothing to show."""
+    if value is None or value is dataclasses.MISSING or value is inspect.Parameter.empty:
+        return None
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, list | tuple):
+        return " ".join(map(str, value)) if value else "none (empty)"
+    return str(value)
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not JSON: {err}") from err
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    return value
+
+
+class _Convert(argparse.Action):
+    """Store ``convert(values)``: a tuple for ``tuple[...]``, one item for ``X | list[X]``."""
+
+    def __init__(self, *args: Any, convert: Callable[[Any], Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.convert = convert
+
+    def __call__(
+        self, parser: Any, namespace: Any, values: Any, option_string: str | None = None
+    ) -> None:
+        setattr(namespace, self.dest, self.convert(values))
+
+
+def _scalar(kind: Any) -> dict[str, Any]:
+    """argparse's ``type`` (and ``choices``) for one value of annotation ``kind``."""
+    if typing.get_origin(kind) is Literal:
+        values = typing.get_args(kind)
+        return {"type": type(values[0]), "choices": values}
+    if kind is Any:
+        return {"type": str}
+    if typing.get_origin(kind) is dict or kind is dict:
+        return {"type": _json_object, "metavar": "JSON"}
+    if isinstance(kind, type) and issubclass(kind, str | int | float | PurePath):
+        return {"type": kind}
+    raise TypeError(f"no command-line form for {kind!r}")
+
+
+def argument(kind: Any) -> dict[str, Any]:
+    """``add_argument`` keywords for a field annotated ``kind``."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, UnionType):
+        args = tuple(a for a in args if a is not type(None))  # X | None: None is the default
+        if len(args) == 1:
+            return argument(args[0])
+        one = next((a for a in args if list[a] in args), None)
+        if len(args) == 2 and one is not None:  # X | list[X]: one value stays a scalar
+            convert = lambda v: v[0] if len(v) == 1 else v  # noqa: E731
+            return {**_scalar(one), "nargs": "+", "action": _Convert, "convert": convert}
+        raise TypeError(f"no command-line form for {kind!r}")
+    if kind is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    if origin is list:
+        return {**_scalar(args[0]), "nargs": "+"}
+    if origin is tuple:
+        many = len(args) == 2 and args[1] is Ellipsis
+        if not many and len(set(args)) != 1:
+            raise TypeError(f"no command-line form for {kind!r} (mixed types)")
+        nargs = "+" if many else len(args)
+        return {**_scalar(args[0]), "nargs": nargs, "action": _Convert, "convert": tuple}
+    return _scalar(kind)
+
+
+def add_options(parser: argparse.ArgumentParser, cls: type, taken: Sequence[str] = ()) -> None:
+    """One flag per field of ``cls``; a flag not given leaves its field out of the namespace."""
+    hints = typing.get_type_hints(cls)
+    docs = field_docs(cls)
+    group = parser.add_argument_group(f"options ({cls.__name__} fields)")
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if f.name in taken:
+            raise TypeError(f"{f.name!r} is both a parameter and a {cls.__name__} field")
+        kw = argument(hints[f.name])
+        if "choices" in f.metadata:  # a registry: a dict's keys or a tuple of names
+            kw["choices"] = list(f.metadata["choices"])
+        kw.update({k: f.metadata[k] for k in ("nargs", "metavar") if k in f.metadata})
+        flag = "--" + f.name.replace("_", "-")
+        text = help_text(f.metadata.get("help") or docs.get(f.name, ""), _default(f))
+        group.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, help=text, **kw)

@@ -1,0 +1,188 @@
+"""``calyrex train`` and ``calyrex bench`` take their flags from their dataclass configs: every
+field is a flag with help, choices come from the registries, YAML < flags, and a field added to
+a dataclass is a flag with no other edit."""
+
+import argparse
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from calyrex import cli
+from calyrex.bench.config import BenchConfig
+from calyrex.cli_fields import add_options, options_from
+from calyrex.methods import METHODS
+from calyrex.precision import PRECISIONS
+from calyrex.training.config import TrainConfig
+
+
+def _flags(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {a.option_strings[0]: a for a in parser._actions if a.option_strings}
+
+
+@pytest.mark.parametrize(
+    "command, config, own",
+    [
+        ("train", TrainConfig, {"--config"}),
+        ("bench", BenchConfig, {"--quick", "--threads", "--json"}),
+    ],
+)
+def test_every_field_is_a_flag_with_help(command, config, own):
+    flags = _flags(cli.subcommand_parser(command))
+    fields = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(config)}
+    assert set(flags) == {"-h"} | own | fields
+    said = {flag: re.sub(r"\(?default: .*$", "", a.help or "").strip() for flag, a in flags.items()}
+    assert [flag for flag, text in said.items() if len(text) < 10] == []  # more than a default
+    text = cli.subcommand_parser(command).format_help()
+    assert "(default: " in text
+
+
+@pytest.mark.parametrize("flag, registry", [("--precision", PRECISIONS), ("--method", METHODS)])
+def test_choices_are_shown_and_a_wrong_value_is_refused(flag, registry, capsys):
+    assert "{" + ",".join(registry) + "}" in cli.subcommand_parser("train").format_help()
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["train", "--model", "m", "--data", "d", "--out", "o", flag, "nonsense"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: invalid choice: 'nonsense'" in err
+    assert all(repr(name) in err for name in registry)  # the choices, in the message
+
+
+def test_bench_dtype_choices_include_torch_names(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--dtype", "float8"])
+    assert "invalid choice: 'float8'" in capsys.readouterr().err
+
+
+@pytest.fixture
+def ran(monkeypatch):
+    """The config ``calyrex train`` / ``calyrex bench`` would run, instead of running it."""
+    seen = []
+    monkeypatch.setattr("calyrex.training.run.train", seen.append)
+    monkeypatch.setattr("calyrex.bench.run.run_bench", lambda cfg: seen.append(cfg) or {})
+    monkeypatch.setattr("calyrex.bench.report.show", lambda results: None)
+    return seen
+
+
+def test_yaml_sets_defaults_and_flags_win(tmp_path, ran):
+    yaml = tmp_path / "run.yaml"
+    yaml.write_text(
+        "model: m\ndata: d.jsonl\nout: o\nmax_steps: 2\nlr: 0.5\nbatch-size: 4\nprogress: false\n"
+    )
+    argv = ["train", "--config", str(yaml), "--max-steps", "3", "--progress", "--out", "p"]
+    assert cli.main(argv) == 0
+    (cfg,) = ran
+    assert (cfg.max_steps, cfg.progress, cfg.out) == (3, True, "p")  # flags over the YAML
+    assert (cfg.model, cfg.lr, cfg.batch_size) == ("m", 0.5, 4)  # the YAML over the defaults
+    assert cfg.epochs == TrainConfig.epochs and cfg.seed == TrainConfig.seed  # the defaults
+
+
+def test_flags_alone_need_model_data_and_out(ran, capsys):
+    assert cli.main(["train", "--model", "m", "--out", "o"]) == 2
+    assert "missing --data" in capsys.readouterr().err and ran == []
+    assert cli.main(["train", "--model", "m", "--data", "d", "--out", "o", "--no-progress"]) == 0
+    assert ran == [TrainConfig(model="m", data="d", out="o", progress=False)]
+
+
+def test_list_dict_and_union_fields_parse(ran):
+    argv = ["train", "--model", "m", "--out", "o", "--layers", "3", "5", "--system-pool"]
+    argv += ["--data", "a.jsonl", "b.jsonl", "--block", '{"init_from_host": true}']
+    assert cli.main(argv) == 0
+    cfg = ran.pop()
+    assert cfg.layers == [3, 5] and cfg.system_pool == [] and cfg.data == ["a.jsonl", "b.jsonl"]
+    assert cfg.block == {"init_from_host": True}
+    assert cli.main(["train", "--model", "m", "--out", "o", "--data", "a.jsonl"]) == 0
+    assert ran.pop().data == "a.jsonl"  # one source stays a string, as in a YAML file
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--model", "m", "--out", "o", "--data", "d", "--layers", "x"])
+
+
+def test_bench_flags_and_keywords_build_the_same_config(ran):
+    argv = ["bench", "--quick", "--sections", "train", "inference", "--scaling-lengths", "64"]
+    assert cli.main([*argv, "128", "--train-warmup", "2", "--no-quick"]) == 0
+    assert cli.main([*argv, "128", "--train-warmup", "2"]) == 0
+    from calyrex.bench.command import bench
+
+    assert bench(quick=True, sections=["train", "inference"], scaling_lengths=[64, 128],
+                 train_warmup=2, device=None) == 0  # fmt: skip
+    expected = BenchConfig(
+        preset="quick", sections=["train", "inference"], scaling_lengths=[64, 128], train_warmup=2
+    )
+    assert ran == [dataclasses.replace(expected, preset=None), expected, expected]
+
+
+@dataclass
+class Throwaway:
+    count: int = 1
+    """How many."""
+    scale: float | None = None
+    """How big."""
+    name: str = field(default="x", metadata={"choices": {"x": 0, "y": 1}})
+    """Which one."""
+    mode: Literal["fast", "slow"] = "fast"
+    """How fast."""
+    on: bool = True
+    """Whether on."""
+    sizes: list[int] = field(default_factory=lambda: [1, 2])
+    """Some sizes."""
+    pair: tuple[int, int] = (0, 0)
+    """Two numbers."""
+    weights: tuple[float, ...] = ()
+    """Any number of weights."""
+    percent: int = 5
+    """A share in %."""
+
+
+@dataclass
+class Wider(Throwaway):
+    added: str = "a"
+    """A field added later."""
+
+
+@options_from(Wider)
+def throwaway_command(**options):
+    """A subcommand over :class:`Wider`."""
+    return len(options)
+
+
+def test_a_new_field_is_a_flag_with_no_other_edit(monkeypatch, capsys):
+    monkeypatch.setitem(cli.COMMANDS, "throwaway", f"{__name__}:throwaway_command")
+    parser = cli.subcommand_parser("throwaway")
+    flags = _flags(parser)
+    assert set(flags) == {"-h"} | {"--" + f.name for f in dataclasses.fields(Wider)}
+    assert flags["--added"].help == "A field added later. (default: a)"
+    assert flags["--count"].help == "How many. (default: 1)"  # the base class's docstrings
+    assert flags["--scale"].help == "How big."  # None: no default shown
+    assert flags["--mode"].choices == ("fast", "slow") and flags["--name"].choices == ["x", "y"]
+    assert "A share in %" in parser.format_help()
+    args = vars(parser.parse_args([]))
+    assert set(args) == {"_fn"}  # no flag given: no field in the options
+    given = ["--added", "b", "--no-on", "--sizes", "4", "--pair", "7", "8", "--weights", "0.5"]
+    given += ["--scale", "2.5", "--mode", "slow", "--name", "y"]
+    args = vars(parser.parse_args(given))
+    del args["_fn"]
+    assert Wider(**args) == Wider(
+        added="b",
+        on=False,
+        sizes=[4],
+        pair=(7, 8),
+        weights=(0.5,),
+        scale=2.5,
+        mode="slow",
+        name="y",
+    )
+    assert cli.main(["throwaway", "--count", "3", "--pair", "1", "2"]) == 2  # two options given
+    for wrong in (["--mode", "medium"], ["--pair", "1"], ["--count", "1.5"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(wrong)
+
+
+def test_a_field_with_no_command_line_form_fails_loudly():
+    @dataclass
+    class Odd:
+        nested: Throwaway | None = None
+
+    with pytest.raises(TypeError, match="no command-line form"):
+        add_options(argparse.ArgumentParser(), Odd)
