@@ -3,7 +3,7 @@
 # vs the base model (prefill, decode) on SmolLM2-135M-Instruct's real weights (`--model smollm2`),
 # in the dtype `auto` picks here (fp32 on an AVX2-only CPU, bf16 with AMX), written to
 # benchmarks/results/cpu-2core-smollm2.json; `python scripts/readme_bench.py` then rewrites the
-# README's bench-smollm2 block from it. Run it on an otherwise idle machine: another job on the
+# bench-smollm2 block of docs/benchmarks.md from it. Run it on an otherwise idle machine: another job on the
 # same cores moves every ratio. Extra arguments go to `calyrex bench` and win over the ones here
 # (e.g. smaller sizes and `--json /tmp/smoke.json` for a smoke run).
 #

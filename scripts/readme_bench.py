@@ -1,15 +1,18 @@
-"""Rewrite the README's measured benchmark tables from the committed result files.
+"""Rewrite the measured benchmark tables in the docs from the committed result files.
 
-    python scripts/readme_bench.py            # rewrite README.md between the bench markers
-    python scripts/readme_bench.py --check    # exit 1 if README.md is not what the files give
+    python scripts/readme_bench.py            # rewrite each block between its markers
+    python scripts/readme_bench.py --check    # exit 1 if a page is not what the files give
 
-Current run: ``benchmarks/results/cpu-2core-qwen2.5-0.5b.json``; the vLLM table comes from
-``benchmarks/results/cpu-2core-vllm.json`` (``benchmarks/vllm_bench.py``); the core v2 before/after table
-comes from the ``benchmarks/results/core-v2-*.json`` pairs in ``PAIRS`` (the same ``calyrex bench``
-command at the commit before core v2 and at the current one, back to back) when both exist; the
-real-model table comes from ``benchmarks/results/cpu-2core-smollm2.json``
-(``scripts/bench_smollm2.sh``). A block whose markers are not in README.md, or whose result file
-is not recorded yet, is left alone (and named on stderr).
+Every block is written into one docs page (``BLOCKS``: markers, page, result file, renderer):
+``docs/benchmarks.md`` gets the current run (``benchmarks/results/cpu-2core-qwen2.5-0.5b.json``,
+with the core v2 before/after table from the ``core-v2-*.json`` pairs in ``PAIRS`` when both
+exist) and the real-model run (``cpu-2core-smollm2.json``, ``scripts/bench_smollm2.sh``);
+``docs/vllm.md`` the vLLM lane (``cpu-2core-vllm.json``, ``benchmarks/vllm_bench.py``);
+``docs/serving.md`` the serving run (``cpu-2core-serve-ruleworld.json``, ``calyrex bench
+--sections serve``) and the latency beside a large request (``cpu-2core-serve-latency.json``,
+``benchmarks/serve_latency.py``); ``docs/dpo.md`` the DPO reference's memory
+(``dpo-memory.json``, ``benchmarks/dpo_memory.py``). A block whose result file is not recorded
+yet is left alone (and named on stderr); a page without its markers is an error.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ VLLM = RESULTS / "cpu-2core-vllm.json"  # benchmarks/vllm_bench.py (the vLLM lan
 VBEGIN, VEND = "<!-- BEGIN vllm-bench -->", "<!-- END vllm-bench -->"
 SMOLLM2 = RESULTS / "cpu-2core-smollm2.json"  # scripts/bench_smollm2.sh (a real model)
 SBEGIN, SEND = "<!-- BEGIN bench-smollm2 -->", "<!-- END bench-smollm2 -->"
+SERVE = RESULTS / "cpu-2core-serve-ruleworld.json"  # calyrex bench --sections serve
+SERVE_LATENCY = RESULTS / "cpu-2core-serve-latency.json"  # benchmarks/serve_latency.py
+DPO_MEMORY = RESULTS / "dpo-memory.json"  # benchmarks/dpo_memory.py
+DOCS = ROOT / "docs"
 MIB = 2**20
 GOALS = {  # the issue's goals on the CPU preset
     "train_time_ratio_vs_lora": "≤ 0.70",
@@ -200,7 +207,7 @@ def vllm_section() -> str:
     )
     kv_text = (
         f" KV-cache bytes per token, CALYREX ÷ base: **{kv:.3f}** (vLLM's capacity in the same "
-        f"1 GiB: {res['vllm_base']['kv_cache_tokens']:,} vs "
+        f"1 GiB: base {res['vllm_base']['kv_cache_tokens']:,} vs CALYREX "
         f"{res['vllm_calyrex']['kv_cache_tokens']:,} tokens; CAL layers keep K/V for every token "
         "at the padded head size). vLLM's CPU worker runs its OpenMP threads on one of the two "
         "cores (it reserves the other for the server process); `calyrex serve` uses both."
@@ -265,33 +272,126 @@ def smollm2_section() -> str:
     return "\n\n".join(parts)
 
 
-BLOCKS = [  # (begin marker, end marker, the result file it is written from, renderer)
-    (BEGIN, END, CURRENT, section),
-    (VBEGIN, VEND, VLLM, vllm_section),
-    (SBEGIN, SEND, SMOLLM2, smollm2_section),
-]
+def _span(values: list[float]) -> str:
+    return f"{min(values):.0f}–{max(values):.0f}"
+
+
+def serve_section() -> str:
+    """The serving run (``calyrex bench --sections serve``): conditions, table, round spread."""
+    from calyrex.bench.serve import markdown
+
+    r = json.loads(SERVE.read_text())
+    m, st, s = r["machine"], r["settings"], r["serve"]
+    case, layers = s["case"], s["cal_layers"]
+    cond = (
+        f"`calyrex bench --sections serve --threads {m['torch_threads']} --json "
+        f"{SERVE.relative_to(ROOT)}` (the `{st['preset']}` preset, `calyrex.bench.serve`): the "
+        f"`{s['model']}` model served as is and with zero-initialised CALYREX blocks after layers "
+        f"{layers[0]}–{layers[-1]} (`{st['placement']}`: the same text, the full cost), each "
+        "server in its own process on 127.0.0.1, httpx clients streaming SSE, every request "
+        f"{case['tokens']} tokens (`ignore_eos`), {case['requests']} requests per stream, each "
+        f"point {case['rounds']} rounds with the two servers taking turns (medians); "
+        f"{m['cpu_cores']} cores of an {m['cpu']} shared with other jobs, {m['dtype']}, torch "
+        f"{m['torch']}, transformers {m['transformers']}; {s['ttft']['cached_tokens']} prompt "
+        f"tokens reused on a cache hit; {s['wall_s'] / 60:.1f} min of measured serving. The "
+        "table is `calyrex.bench.serve.markdown` of that file:"
+    )
+    spread = "; ".join(
+        f"{p['streams']} stream{'s' if p['streams'] > 1 else ''}: base "
+        f"{_span(p['base']['all_tokens_per_s'])}, CALYREX {_span(p['calyrex']['all_tokens_per_s'])}"
+        for p in s["throughput"]
+    )
+    note = (
+        f"Tokens/s over the rounds ({spread}): on a shared machine the throughput ratios move "
+        "between runs, so read them against that spread."
+    )
+    return f"{cond}\n\n{markdown(s)}\n\n{note}"
+
+
+def serve_latency_section() -> str:
+    """A normal request's latency beside a large one (``benchmarks/serve_latency.py``)."""
+    r = json.loads(SERVE_LATENCY.read_text())
+    big = r["large_request"]
+    statuses = sorted({x["large_status"] for x in r["rounds"]})
+    return (
+        f"`python benchmarks/serve_latency.py` (`{r['model']}`, {r['torch_threads']} torch "
+        f"thread, {r['cpus']} cores at load average {r['load_average_at_start']:.1f}, "
+        f"medians of {len(r['rounds'])} rounds; `{SERVE_LATENCY.relative_to(ROOT)}`): a normal "
+        f"request takes {r['normal_idle_s']:.2f} s alone and {r['normal_beside_large_s']:.2f} s "
+        f"(×{r['ratio_beside_vs_idle']:.1f}) while the server tokenises a {big['chars']:,}-"
+        f"character message of `{big['marker']}` strings ({r['large_s']:.1f} s, then a "
+        f"{'/'.join(map(str, statuses))} past the window)."
+    )
+
+
+def _millions(n: int) -> str:
+    return f"{n / 1e6:.1f} M" if n else "0"
+
+
+def dpo_memory_section() -> str:
+    """The free DPO reference against a deep copy (``benchmarks/dpo_memory.py``)."""
+    r = json.loads(DPO_MEMORY.read_text())
+    free, copy = r["runs"]["free"], r["runs"]["copy"]
+    rows = [
+        "| reference | peak RSS | weights held | reference parameters | s / step |",
+        "|---|---|---|---|---|",
+    ]
+    for label, run in (("free (adapters off)", free), ("deep copy of the base", copy)):
+        rows.append(
+            f"| {label} | {run['peak_rss_mb']:,.0f} MB | {run['weights_held_mb']:,.0f} MB | "
+            f"{_millions(run['reference_parameters'])} | {run['seconds_per_step']:.1f} |"
+        )
+    same = "give the same losses" if r["same_losses"] else "give different losses"
+    return (
+        f"`python benchmarks/dpo_memory.py` ({r['model']}, `{r['method']}`, {r['steps']} steps, "
+        f"torch {r['machine']['torch']}; `{DPO_MEMORY.relative_to(ROOT)}`):\n\n"
+        + "\n".join(rows)
+        + f"\n\nThe free reference saves {r['peak_rss_saved_mb']:,.0f} MB of peak memory "
+        f"(peak ratio {r['peak_rss_ratio_free_vs_copy']:.3f}); the copy holds "
+        f"{copy['weights_held_mb'] - free['weights_held_mb']:,.0f} MB more weights. Both runs "
+        f"{same} at every step."
+    )
+
+
+BLOCKS = [  # (begin marker, end marker, page, the result file it is written from, renderer)
+    (BEGIN, END, DOCS / "benchmarks.md", CURRENT, section),
+    (SBEGIN, SEND, DOCS / "benchmarks.md", SMOLLM2, smollm2_section),
+    (VBEGIN, VEND, DOCS / "vllm.md", VLLM, vllm_section),
+    ("<!-- BEGIN bench-serve -->", "<!-- END bench-serve -->", DOCS / "serving.md", SERVE,
+     serve_section),
+    ("<!-- BEGIN serve-latency -->", "<!-- END serve-latency -->", DOCS / "serving.md",
+     SERVE_LATENCY, serve_latency_section),
+    ("<!-- BEGIN dpo-memory -->", "<!-- END dpo-memory -->", DOCS / "dpo.md", DPO_MEMORY,
+     dpo_memory_section),
+]  # fmt: skip
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    readme = ROOT / "README.md"
-    text = new = readme.read_text()
-    for begin, end_marker, source, make in BLOCKS:
-        if begin not in new or end_marker not in new:
-            print(f"readme_bench: no {begin} … {end_marker} in README.md: skipped", file=sys.stderr)
-            continue
+    old = {page: page.read_text(encoding="utf-8") for page in {b[2] for b in BLOCKS}}
+    new = dict(old)
+    for begin, end_marker, page, source, make in BLOCKS:
+        text = new[page]
+        if begin not in text or end_marker not in text:
+            name = page.relative_to(ROOT)
+            print(f"readme_bench: no {begin} … {end_marker} in {name}", file=sys.stderr)
+            return 1
         if not source.exists():
             print(
                 f"readme_bench: {source.relative_to(ROOT)} not recorded: skipped", file=sys.stderr
             )
             continue
-        start, end = new.index(begin) + len(begin), new.index(end_marker)
-        new = new[:start] + "\n" + make() + "\n" + new[end:]
+        start, end = text.index(begin) + len(begin), text.index(end_marker)
+        new[page] = text[:start] + "\n" + make() + "\n" + text[end:]
+    stale = sorted(str(p.relative_to(ROOT)) for p in old if new[p] != old[p])
     if args.check:
-        return 0 if new == text else 1
-    readme.write_text(new)
+        if stale:
+            print(f"stale: {', '.join(stale)}: run python scripts/readme_bench.py", file=sys.stderr)
+        return int(bool(stale))
+    for page in stale:
+        (ROOT / page).write_text(new[ROOT / page], encoding="utf-8")
     return 0
 
 

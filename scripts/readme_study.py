@@ -1,10 +1,11 @@
-"""Rewrite the README's real-model study section from the committed result files.
+"""Rewrite the real-model study's results block in the README and the study page.
 
-    python scripts/readme_study.py            # rewrite README.md between the study markers
-    python scripts/readme_study.py --check    # exit 1 if README.md is not what the files give
+    python scripts/readme_study.py            # rewrite README.md and docs/study.md between the markers
+    python scripts/readme_study.py --check    # exit 1 if either is not what the files give
 
-Source: ``results/study-real-smollm2/report.json`` (written by ``calyrex study real``). Nothing is retyped: the tables are
-:mod:`calyrex.study.markdown`'s rendering of that file. Missing file or markers: left alone.
+Source: ``results/study-real-smollm2/report.json`` (written by ``calyrex study real``). Nothing
+is retyped: the tables are :mod:`calyrex.study.markdown`'s rendering of that file, the same block
+in both pages. A missing report leaves the pages alone; a page without the markers is an error.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from calyrex.study.markdown import (
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "results" / "study-real-smollm2" / "report.json"
+PAGES = [ROOT / "README.md", ROOT / "docs" / "study.md"]  # the same block in each
 BEGIN, END = "<!-- BEGIN study-real -->", "<!-- END study-real -->"
 LABELS = ["base", "calyrex-late8th", "calyrex-analyze", "lora", "parallel_mlp", "lora-equal-time"]
 LABELS += ["calyrex-dpo", "lora-dpo", "parallel_mlp-dpo"]
@@ -62,18 +64,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    readme = ROOT / "README.md"
-    text = readme.read_text(encoding="utf-8")
-    if BEGIN not in text or not REPORT.is_file():
-        print(f"left alone: markers or {REPORT} missing", file=sys.stderr)
+    if not REPORT.is_file():
+        print(f"left alone: {REPORT} missing", file=sys.stderr)
         return 0
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    new = head + block(json.loads(REPORT.read_text())) + tail
-    if args.check:
-        return int(new != text)
-    readme.write_text(new, encoding="utf-8")
-    return 0
+    new_block = block(json.loads(REPORT.read_text()))
+    stale = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        if BEGIN not in text or END not in text:
+            print(f"{page.relative_to(ROOT)} has no {BEGIN} … {END} markers", file=sys.stderr)
+            return 1
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        new = head + new_block + tail
+        if new != text:
+            stale.append(page.relative_to(ROOT))
+            if not args.check:
+                page.write_text(new, encoding="utf-8")
+    if args.check and stale:
+        names = ", ".join(map(str, stale))
+        print(f"stale: {names}: run python scripts/readme_study.py", file=sys.stderr)
+    return int(args.check and bool(stale))
 
 
 if __name__ == "__main__":

@@ -2,12 +2,13 @@
 
     python scripts/ruleworld_study.py --out runs/study                 # every variant (an hour or more on 2 cores)
     python scripts/ruleworld_study.py --out runs/study --variants late8th lora
-    python scripts/ruleworld_study.py --out runs/study --record        # also docs/ + README
+    python scripts/ruleworld_study.py --out runs/study --record        # also docs/ruleworld*
     python scripts/ruleworld_study.py --out runs/study --variants late8th-300steps lora-300steps \
         --train-seeds 0 1 2 --record-as study-seeds                    # the verdict over seeds
 
 ``--record`` copies ``OUT/study.json`` to ``docs/ruleworld/study.json``, draws
-``docs/ablation-ruleworld.png`` from it and regenerates the README's RuleWorld section;
+``docs/ablation-ruleworld.png`` from it and regenerates the results on the RuleWorld page
+(``docs/ruleworld.md``, as ``scripts/ruleworld_readme.py`` does);
 ``--record-as NAME`` records it as ``docs/ruleworld/NAME.json`` (no plot). ``--train-seeds``
 trains every variant once per seed (seed 0's adapters in ``OUT/NAME`` are reused).
 """
@@ -19,7 +20,6 @@ import shutil
 import sys
 from pathlib import Path
 
-from calyrex.ruleworld.readme import rewrite
 from calyrex.ruleworld.study import VARIANTS, run_study
 from calyrex.ruleworld.study_report import plot, render_study
 
@@ -44,9 +44,11 @@ def main() -> int:
         shutil.copyfile(study, DOCS / f"{name}.json")
         if name == "study":
             plot(entry["results"]["methods"], ROOT / "docs" / "ablation-ruleworld.png")
-        readme = ROOT / "README.md"
-        readme.write_text(rewrite(readme.read_text(), DOCS))
-        print(f"recorded -> {DOCS / f'{name}.json'}, README.md")
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from ruleworld_readme import regenerate  # the page's one writer
+
+        regenerate()
+        print(f"recorded -> {DOCS / f'{name}.json'}")
     return 0
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command: installs what it needs, then lint, format check and the tests.
+# The project's test command: installs what it needs, then lint, format check, the strict docs
+# build (scripts/docs.sh) and the tests.
 # `scripts/test.sh --slow` also runs the checks marked slow; `scripts/test.sh --vllm` runs the
 # vLLM lane (its own .venv-vllm with vLLM's CPU build: plugin tests, then the vLLM benchmark).
 set -euo pipefail
@@ -14,5 +15,6 @@ fi
 bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+bash scripts/docs.sh
 if [ "${1:-}" = "--slow" ]; then shift; exec .venv/bin/pytest -q -m "" "$@"; fi
 exec .venv/bin/pytest -q "$@"

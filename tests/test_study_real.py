@@ -60,6 +60,7 @@ def test_quick_study_runs_every_stage_and_resumes(tmp_path):
 
 
 def test_readme_study_block_is_generated_from_the_committed_report():
+    """README.md and docs/study.md hold what scripts/readme_study.py writes from the report."""
     import subprocess
     import sys
     from pathlib import Path
