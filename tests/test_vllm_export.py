@@ -140,43 +140,43 @@ def test_export_vllm_command_line(exported, tmp_path, capsys):
                                         (torch.bfloat16, False)])  # fmt: skip
 def test_key_bias_channel_equals_the_span_causal_mask(dtype, bias):
     """The vLLM block's trick, with a plain causal SDPA standing in for vLLM's attention: each
-    query weighs exactly the span keys ≤ itself, and rows that see none are flagged to keep
-    their input. Fused, pre-padded projections ≡ the HF block's separate ones."""
-    from calyrex.mask import span_causal_mask
-    from calyrex.vllm.block import fuse, key_bias_qkv, padded_head_size
+    query weighs exactly the span keys ≤ itself, and rows that see none keep their input. The
+    vLLM path around it is the HF block's own arithmetic: it equals ``CALBlock.forward``."""
+    from calyrex.block import CALBlock
+    from calyrex.cal_cache import CALCache
+    from calyrex.vllm.block import key_bias_out, key_bias_qkv, padded_head_size
 
     torch.manual_seed(0)
     t, hidden, heads, kv_heads, dim = 12, 96, 4, 2, 64
     cpu = [32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512]  # vLLM 0.32's CPU attention
     padded = padded_head_size(dim, cpu)
     assert padded == 80 and padded_head_size(128, None) == 136
-    proj = [torch.nn.Linear(hidden, n * dim, bias=bias) for n in (heads, kv_heads, kv_heads)]
-    o = torch.nn.Linear(heads * dim, hidden, bias=False)
-    for layer in (*proj, o):
-        layer.to(dtype)
-    x = torch.randn(t, hidden, dtype=dtype)
+    cfg = CalyrexConfig(layers=[0], num_heads=heads, num_kv_heads=kv_heads, head_dim=dim,
+                        attention_bias=bias, intermediate_size=64, norm_eps=1e-6, init_std=0.2)  # fmt: skip
+    block = CALBlock(hidden, cfg).to(dtype)
+    with torch.no_grad():
+        for p in (block.cal_o_proj.weight, block.cal_ffn.cal_down_proj.weight):
+            p.normal_(std=0.2)  # trained weights, not the zero init
+        for p in (block.cal_q_proj.bias, block.cal_k_proj.bias, block.cal_v_proj.bias):
+            if p is not None:
+                p.normal_(std=0.2)
+    h = torch.randn(t, hidden, dtype=dtype)
     system = torch.zeros(t, dtype=torch.bool)
     system[3:7] = True
-    f = fuse(*proj, o, dim, padded)
-    qp, kp, vp = key_bias_qkv(f, x, system)
+    with torch.no_grad():
+        qp, kp, vp = key_bias_qkv(block, block.cal_attn_norm(h), system, padded)
 
-    def heads_first(y, n, d):
-        return y.reshape(t, n, d).transpose(0, 1)[None].float()  # (1, n, T, d)
+        def heads_first(y, n):
+            return y.reshape(t, n, padded).transpose(0, 1)[None]  # (1, n, T, P)
 
-    a = torch.nn.functional.scaled_dot_product_attention(
-        heads_first(qp, heads, padded), heads_first(kp, kv_heads, padded),
-        heads_first(vp, kv_heads, padded), is_causal=True, scale=dim**-0.5, enable_gqa=True,
-    )[0].transpose(0, 1).reshape(t, heads * padded)  # fmt: skip
-    keep = a[:, dim] > 0.5
-    got = torch.nn.functional.linear(a, f.o_weight.float())
-    q, k, v = (p(x) for p in proj)
-    pos = torch.arange(t)[None]
-    visible = span_causal_mask(pos, pos, system[None])  # (1, T, T)
-    ref = torch.nn.functional.scaled_dot_product_attention(
-        heads_first(q, heads, dim), heads_first(k, kv_heads, dim), heads_first(v, kv_heads, dim),
-        attn_mask=(visible | ~visible.any(-1, keepdim=True))[:, None], enable_gqa=True,
-    )[0].transpose(0, 1).reshape(t, heads * dim)  # fmt: skip
-    want = o.float()(ref)
-    assert keep.tolist() == [i >= 3 for i in range(t)]
-    tol = 1e-5 if dtype == torch.float32 else 3e-2
-    torch.testing.assert_close(got[3:], want[3:], atol=tol, rtol=tol)
+        a = torch.nn.functional.scaled_dot_product_attention(
+            heads_first(qp, heads), heads_first(kp, kv_heads), heads_first(vp, kv_heads),
+            is_causal=True, scale=dim**-0.5, enable_gqa=True,
+        )[0].transpose(0, 1).reshape(t, heads * padded)  # fmt: skip
+        got = key_bias_out(block, h, a, padded)
+        span = CALCache.fresh(1, h.device).begin(system[None], past=0, length=t, batch=1)
+        want, _ = block(h[None], span)
+    assert torch.equal(got[:3], h[:3])  # before the span: the input, bit for bit
+    assert not torch.equal(got[3:], h[3:])
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=0.1, rtol=0.05)
+    torch.testing.assert_close(got, want[0], **tol)  # bf16: a few ulps of outputs up to ~10

@@ -5,7 +5,8 @@ caller's leading system message, as the chat template printed it. A token that s
 boundary (Qwen's header ``\\n`` merged with a system prompt that starts with a newline, a final
 ``.`` merged with the template's ``\\n\\n``) is span iff it holds at least one character of the
 system content and none of any other message's content: template text is trusted, user text
-never is. Template-injected text is not span: a default system prompt (Qwen2.5 "You are Qwen,
+never is. An empty system message has no character, so no span (a template token that stands
+where it would be is template text). Template-injected text is not span: a default system prompt (Qwen2.5 "You are Qwen,
 ...", Mistral-Small's dated default), a tools block, Llama 3's "Cutting Knowledge Date / Today
 Date" preamble. A system message that renders exactly like no system message (an empty one
 under Llama 3, or one equal to the template's default) is no span either: the same tokens arise
@@ -138,8 +139,10 @@ def token_owners(
 
     ``contents`` are in text order and disjoint (as :func:`~calyrex.render.render` gives them),
     so each token looks only at the contents it overlaps: linear in tokens + contents. Equal sets
-    are one shared frozenset (a long conversation is not a million small objects).
+    are one shared frozenset (a long conversation is not a million small objects). An empty
+    content has no character, so no token holds it (not even one that spans its place).
     """
+    contents = [c for c in contents if c[0] < c[1]]
     starts, ends = [a for a, _, _ in contents], [b for _, b, _ in contents]
     shared: dict[tuple[int, ...], frozenset[int]] = {}
     out = []

@@ -10,13 +10,20 @@ The fallback finds the same span as :func:`calyrex.encode_chat` (the span rule i
 - ``patterns``: the block's ids around the system content, learnt by rendering probe
   conversations twice with different dates and tools. Whatever changes between the renders
   (Llama 3's "Today Date: …", the tool JSON) becomes a wildcard, so nothing date-bearing is
-  stored: markers built today match a prompt rendered on any other day. The token next to the
-  content may differ from the probe's (a system prompt that starts with a newline merges with
-  Qwen's header ``\\n``; a final ``.`` merges with Qwen's ``\\n\\n# Tools``): that one straddling
-  token is span, as in ``encode_chat``.
+  stored: markers built today match a prompt rendered on any other day. Patterns are tried most
+  specific first; one whose outer template text is in the block but that does not parse keeps
+  a less specific one from taking the block (Qwen's tools block is never content).
+- ``texts``: the text of every token that fits in the template's edge next to the content.
+  A content may merge with the edge or split it anew (a prompt that starts with a newline
+  merges with Qwen's header ``\\n``; a final ``.`` with Qwen's ``\\n\\n# Tools``), so the
+  edge is read in characters (:mod:`calyrex.span_patterns`): a token is span iff it holds a
+  character of the content, as in ``encode_chat``.
 - ``defaults``: contents that the template prints by itself (Qwen2.5's "You are Qwen, …",
-  Mistral-Small's dated default): not span, as in ``encode_chat``.
+  Mistral-Small's dated default): not span, as in ``encode_chat``. The date of Mistral-Small's
+  default is a wildcard, so a system message that copies it with *another* date is span for
+  ``encode_chat`` (it renders unlike no system message) and no span here.
 
+Where the ids cannot say, the fallback marks nothing (and warns): it never guesses a span.
 Templates that print the system prompt inside a user turn (Mistral v0.3 / Nemo, Gemma 3) have no
 fallback: from ids alone it cannot be told apart from user text. :func:`span_markers_reason` says
 why; such models need ``system_mask`` from ``encode_chat``.
@@ -26,18 +33,16 @@ from __future__ import annotations
 
 import datetime
 import warnings
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import torch
 
 from .chat import token_owners, tokenise
 from .render import ChatTemplateError, render, template_today
-
-WILD, CONTENT = "*", "content"  # pattern items besides literal id tuples
-Item = tuple[int, ...] | str
-Pattern = tuple[Item, ...]
+from .span_patterns import CONTENT, EDGE, WILD, Item, Pattern, claims, content_span, edges, full
 
 _DATES = (datetime.date(2024, 7, 26), datetime.date(1999, 3, 13))  # no digit or letter in common
 _TOOLS = (
@@ -68,16 +73,22 @@ class SpanMarkers:
     patterns: tuple[Pattern, ...] = ((CONTENT,),)  # the block after ``open``, most specific first
     defaults: tuple[Pattern, ...] = ()  # contents that are the template's own text
     bos: int | None = None
+    texts: tuple[tuple[int, str], ...] = ()  # (id, text) of every token inside the edges
+
+    @cached_property
+    def text_of(self) -> dict[int, str]:
+        return dict(self.texts)
 
     def to_dict(self) -> dict[str, Any]:
         enc = lambda p: [list(i) if isinstance(i, tuple) else i for i in p]  # noqa: E731
         return {
-            "version": 2,
+            "version": 3,
             "open": list(self.open),
             "close": self.close,
             "patterns": [enc(p) for p in self.patterns],
             "defaults": [enc(p) for p in self.defaults],
             "bos": self.bos,
+            "texts": [list(t) for t in self.texts],
         }
 
     @classmethod
@@ -91,12 +102,21 @@ class SpanMarkers:
                 stacklevel=2,
             )
             return cls(tuple(data["header"]), int(data["end"]), bos=data.get("bos"))
+        if "texts" not in data:  # calyrex < issue 26
+            warnings.warn(
+                "span markers of an older calyrex: they lack the text of the template's tokens "
+                "around the system prompt, so a prompt whose first or last token merges with the "
+                "template gets no span from input_ids alone; pass tokenizer= to load_adapter (or "
+                "re-run calyrex export-vllm) to rebuild them",
+                stacklevel=2,
+            )
         return cls(
             tuple(data["open"]),
             int(data["close"]),
             tuple(dec(p) for p in data["patterns"]),
             tuple(dec(p) for p in data.get("defaults", [])),
             data.get("bos"),
+            tuple((int(i), str(t)) for i, t in data.get("texts", [])),
         )
 
 
@@ -104,45 +124,10 @@ class SpanMarkers:
 # matching
 
 
-def _ends(items: Sequence[Item], ids: Sequence[int], pos: int) -> Iterator[int]:
-    """Every end position where ``items`` (literals and wildcards) match ids[pos:end], shortest
-    first."""
-    if not items:
-        yield pos
-        return
-    head, rest = items[0], items[1:]
-    if head == WILD:
-        for k in range(pos, len(ids) + 1):
-            yield from _ends(rest, ids, k)
-    elif tuple(ids[pos : pos + len(head)]) == head:
-        yield from _ends(rest, ids, pos + len(head))
-
-
-def _full(items: Sequence[Item], ids: Sequence[int]) -> bool:
-    return any(end == len(ids) for end in _ends(items, ids, 0))
-
-
-def _content(pattern: Pattern, block: Sequence[int]) -> tuple[int, int] | None:
-    """(start, end) of the content in ``block`` under ``pattern``, straddling tokens included."""
-    cut = pattern.index(CONTENT)
-    pre, post = list(pattern[:cut]), list(pattern[cut + 1 :])
-    starts = list(_ends(pre, block, 0))
-    if not starts and pre and isinstance(pre[-1], tuple):  # the last header token merged
-        shorter = pre[:-1] + ([pre[-1][:-1]] if len(pre[-1]) > 1 else [])
-        starts = [e for e in _ends(shorter, block, 0) if e < len(block)]
-    for p in starts:
-        for r in range(len(block), p - 1, -1):  # the content is as long as it can be
-            if _full(post, block[r:]):
-                return p, r
-            if post and isinstance(post[0], tuple) and r < len(block):
-                merged = ([post[0][1:]] if len(post[0]) > 1 else []) + post[1:]
-                if _full(merged, block[r + 1 :]) and block[r] != post[0][0]:
-                    return p, r + 1
-    return None
-
-
-def _find(markers: SpanMarkers, row: Sequence[int]) -> tuple[int, int] | None:
-    """(start, end) of the span in a row that starts at its first real token, or None."""
+def _parse(markers: SpanMarkers, row: Sequence[int], learning: bool = False) -> Any:
+    """(start, end) in ``row`` of the leading system block's content, ``None`` where the row has
+    no such block, ``"?"`` where the fallback cannot tell (module doc). ``learning``: take the
+    content even where a more specific pattern claims the block (defaults are learnt so)."""
     start, n = 0, len(markers.open)
     if markers.bos is not None and (not n or markers.open[0] != markers.bos):
         start = int(len(row) > 0 and row[0] == markers.bos)
@@ -155,21 +140,31 @@ def _find(markers: SpanMarkers, row: Sequence[int]) -> tuple[int, int] | None:
         stop = row.index(markers.close, begin)
     except ValueError:
         return None
-    block = row[begin:stop]
-    for pattern in markers.patterns:
-        found = _content(pattern, block)
+    block, texts, failed = row[begin:stop], markers.text_of, []
+    for pattern in markers.patterns:  # most specific first
+        found = content_span(pattern, block, texts)
         if found is None:
+            failed.append(pattern)
             continue
         a, b = found
-        if a == b or any(_full(d, block[a:b]) for d in markers.defaults):
-            return None
+        if a == b or any(full(d, block[a:b]) for d in markers.defaults):
+            return begin, begin  # no content, or the template's own: no span
+        if not learning and any(claims(q, block, texts) for q in failed):
+            return "?"
         return begin + a, begin + b
-    warnings.warn(
-        "a leading system block that the input_ids-only span fallback cannot parse: no system "
-        "span for this row; pass system_mask from calyrex.encode_chat",
-        stacklevel=3,
-    )
-    return None
+    return "?"
+
+
+def _find(markers: SpanMarkers, row: Sequence[int]) -> tuple[int, int] | None:
+    """(start, end) of the span in a row that starts at its first real token, or None."""
+    found = _parse(markers, row)
+    if found == "?":
+        warnings.warn(
+            "a leading system block that the input_ids-only span fallback cannot parse: no "
+            "system span for this row; pass system_mask from calyrex.encode_chat",
+            stacklevel=3,
+        )
+    return found if isinstance(found, tuple) and found[0] < found[1] else None
 
 
 def find_span(markers: SpanMarkers, ids: Sequence[int]) -> tuple[int, int] | None:
@@ -288,8 +283,47 @@ def span_markers_reason(tokenizer: Any) -> tuple[SpanMarkers | None, str]:
         patterns.append((*_diff(pre1, pre2), CONTENT, *_diff(post1, post2)))
     patterns = sorted(set(patterns), key=lambda p: -sum(len(i) for i in p if isinstance(i, tuple)))
     opener, patterns = _widen_open(opener, patterns)
-    markers = SpanMarkers(opener, close, tuple(patterns), (), tokenizer.bos_token_id)
+    if any(WILD in edges(p) for p in patterns):
+        return None, "the template prints varying text (a date, the tools) next to the content"
+    texts = _edge_texts(tokenizer, patterns)
+    markers = SpanMarkers(opener, close, tuple(patterns), (), tokenizer.bos_token_id, texts)
     return _with_defaults(tokenizer, markers), "ok"
+
+
+def _edge_texts(tokenizer: Any, patterns: Sequence[Pattern]) -> tuple[tuple[int, str], ...]:
+    """(id, text) of the template's tokens next to the content (``EDGE`` characters on each
+    side) and of every token whose text lies inside them, across both for an empty content:
+    the tokens a content can re-tokenise the template's edge into (module doc)."""
+    anchor = tokenizer("a", add_special_tokens=False)["input_ids"]
+    decode = lambda ids: tokenizer.decode(  # noqa: E731
+        ids, skip_special_tokens=False, clean_up_tokenization_spaces=False
+    )
+    prefix, known = decode(anchor), {}
+
+    def text(i: int) -> str:  # the text of token i within a sequence (no SentencePiece strip)
+        if i not in known:
+            whole = decode([*anchor, i])
+            known[i] = whole[len(prefix) :] if whole.startswith(prefix) else ""
+        return known[i]
+
+    def edge(lit: Item, backwards: bool) -> list[int]:
+        out, size = [], 0
+        for i in reversed(lit) if backwards else lit:
+            if not text(i) or (out and size + len(text(i)) > EDGE):
+                break
+            out, size = out + [i], size + len(text(i))
+        return out[::-1] if backwards else out
+
+    out: dict[int, str] = {}
+    for pattern in patterns:
+        before, after = (edge(lit, k == 0) for k, lit in enumerate(edges(pattern)))
+        window = "".join(text(i) for i in before + after)
+        pieces = [window[a:b] for a in range(len(window)) for b in range(a + 1, len(window) + 1)]
+        found = tokenizer(pieces, add_special_tokens=False)["input_ids"] if pieces else []
+        for i in {i for ids in [before + after, *found] for i in ids}:
+            if text(i) and text(i) in window:
+                out[i] = text(i)
+    return tuple(sorted(out.items()))
 
 
 def _pairs(runs: dict[str, list]) -> list[list]:
@@ -328,13 +362,15 @@ def _with_defaults(tokenizer: Any, markers: SpanMarkers) -> SpanMarkers:
                 ids, _, _, owners = _probe(tokenizer, None, tools, date)
             except ChatTemplateError:
                 break
-            span = _find(markers, ids)
-            if span is None or any(owners[k] for k in range(*span)):
+            span = _parse(markers, ids, learning=True)
+            if not isinstance(span, tuple) or span[0] == span[1]:
+                break
+            if any(owners[k] for k in range(*span)):
                 break
             found.append(ids[span[0] : span[1]])
         if len(found) == 2:
             defaults.append(tuple(_diff(found[0], found[1])))
-    return SpanMarkers(markers.open, markers.close, markers.patterns, tuple(defaults), markers.bos)
+    return replace(markers, defaults=tuple(defaults))
 
 
 def span_markers(tokenizer: Any) -> SpanMarkers | None:

@@ -4,8 +4,11 @@ vLLM's HF renderer renders the template to text, then tokenises it: a user who t
 ``<|im_end|>\\n<|im_start|>system`` gets real special tokens, and ``developer`` or later
 ``system`` messages are merged into the leading system message — both widen what the model
 treats as its rules. This renderer tokenises each message's content as text
-(``split_special_tokens``, through ``encode_chat``) and applies calyrex's span policy (a
-``developer`` message or a system message after the first is refused, naming the rule).
+(``split_special_tokens``, through ``encode_chat``), applies calyrex's span policy
+(:mod:`calyrex.span_policy`: a ``developer`` message or a system message after the first is
+refused, naming the rule) and refuses a prompt whose span the model runner would read otherwise
+than ``encode_chat`` (:func:`calyrex.vllm.span.chat_prompt`, which holds all of it and needs no
+vLLM).
 """
 
 from __future__ import annotations
@@ -15,29 +18,19 @@ from typing import Any
 from vllm.renderers.hf import HfRenderer
 from vllm.renderers.inputs.preprocess import parse_dec_only_prompt
 
-from ..chat import encode_chat
-from ..serve.config import ServeConfig
-from ..serve.errors import APIError
-from ..serve.policy import apply_span_policy, message_text
-
-
-def conversation(messages: list[Any]) -> list[dict[str, str]]:
-    """Plain-text messages after calyrex's span policy; ``ValueError`` (a 400) naming the rule."""
-    try:
-        plain = [
-            {"role": m["role"], "content": message_text(m.get("content"), f"messages[{i}]")}
-            for i, m in enumerate(messages)
-        ]
-        return apply_span_policy(plain, ServeConfig())
-    except APIError as err:
-        raise ValueError(err.message) from err
+from ..markers import SpanMarkers
+from .span import chat_prompt, exported_markers
 
 
 class CalyrexRenderer(HfRenderer):
     """An :class:`HfRenderer` whose chat prompts are ``encode_chat``'s token ids."""
 
+    def _span_markers(self) -> SpanMarkers | None:
+        """The markers the model runner reads spans with (None: not a calyrex export)."""
+        settings = getattr(self.model_config.hf_config, "calyrex", None)
+        return exported_markers(settings) if isinstance(settings, dict) else None
+
     def render_messages(self, messages: list[Any], params: Any) -> tuple[list[Any], Any]:
-        conv = conversation(messages)
         kwargs = params.get_apply_chat_template_kwargs()
         if kwargs.get("chat_template"):
             raise ValueError(
@@ -46,13 +39,16 @@ class CalyrexRenderer(HfRenderer):
             )
         if kwargs.get("continue_final_message"):
             raise ValueError("continue_final_message is not supported by the calyrex renderer")
-        ids = encode_chat(
+        if not hasattr(self, "_calyrex_markers"):
+            self._calyrex_markers = self._span_markers()
+        conv, ids = chat_prompt(
             self.get_tokenizer(),
-            [conv],
+            messages,
+            self._calyrex_markers,
             add_generation_prompt=kwargs.get("add_generation_prompt", True),
             tools=kwargs.get("tools"),
-        )["input_ids"][0]
-        return conv, parse_dec_only_prompt([int(i) for i in ids])
+        )
+        return conv, parse_dec_only_prompt(ids)
 
     async def render_messages_async(
         self, messages: list[Any], params: Any
