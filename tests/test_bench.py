@@ -9,11 +9,12 @@ import pytest
 import torch
 
 import calyrex
-from calyrex import hf, shared_prompt
+from calyrex import hf
 from calyrex.bench import flops
 from calyrex.bench.command import bench
 from calyrex.bench.measure import peak_bytes
 from calyrex.bench.shapes import backbone_config
+from calyrex.cal_cache import share_prefix
 from calyrex.precision import choose
 from calyrex.testing import tiny_model, tiny_tokenizer
 from conftest import randomize
@@ -114,7 +115,10 @@ def test_shared_prompt_equals_prefilling_every_row():
     system_mask[:, 3 : prompt - 1] = True
     with torch.no_grad():
         full = model(input_ids=ids, system_mask=system_mask).logits[:, prompt:]
-        cache = shared_prompt.prefill(model, ids[:1, :prompt], system_mask[:1, :prompt], batch)
+        prefill = model(
+            input_ids=ids[:1, :prompt], system_mask=system_mask[:1, :prompt], use_cache=True
+        )
+        cache = share_prefix(hf.output_cache(prefill), batch)
         store = model.span_kv(cache)
         k, _ = next(iter(store.kv.values()))
         assert k.shape[0] == batch and k.stride(0) == 0  # one copy, viewed per row
@@ -134,7 +138,7 @@ def test_sharing_refuses_a_multi_row_store():
     with torch.no_grad():
         out = model(input_ids=ids, system_mask=torch.ones_like(ids), use_cache=True)
     with pytest.raises(ValueError, match="one-row"):
-        shared_prompt.share(model, hf.output_cache(out), 4)
+        share_prefix(hf.output_cache(out), 4)
 
 
 def test_cpu_memory_meter_counts_a_known_peak():
@@ -170,6 +174,7 @@ def test_flop_model_gives_the_issues_inference_and_training_estimates():
 
 def test_unmasked_decode_path_equals_the_masked_one():
     """The decode fast path (every query sees every key: no mask, no row kept) changes no number."""
+    import copy
     import dataclasses
 
     model = randomize(
@@ -184,13 +189,14 @@ def test_unmasked_decode_path_equals_the_masked_one():
         cache = hf.output_cache(
             model(input_ids=ids[:, :-2], system_mask=system_mask[:, :-2], use_cache=True)
         )
-        store = model.span_kv(cache)
+        store = copy.deepcopy(model.span_kv(cache))
         span = store.begin(None, past=12, length=2, batch=2)
         assert span.full and not span.empty
         block, layer = next((b, int(i)) for i, b in model.cal_blocks.items())
         h = torch.randn(2, 2, 32)
-        fast = block(h, span, layer)
-        masked = block(h, dataclasses.replace(span, full=False), layer)
+        fast, new = block(h, span, store.past_kv(layer, span))
+        masked, _ = block(h, dataclasses.replace(span, full=False), store.past_kv(layer, span))
+        assert new is None  # a decode step brings no span token
         torch.testing.assert_close(fast, masked, atol=1e-6, rtol=1e-6)
         step = model(input_ids=ids[:, -2:], cache=cache, use_cache=True).logits
         full = model(input_ids=ids, system_mask=system_mask).logits[:, -2:]
@@ -198,11 +204,11 @@ def test_unmasked_decode_path_equals_the_masked_one():
 
 
 def test_readme_bench_tables_come_from_the_result_files():
-    """README's measured tables are what scripts/readme_bench.py writes from benchmarks/results."""
+    """The docs' measured tables are what scripts/readme_bench.py writes from benchmarks/results."""
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.run([sys.executable, "scripts/readme_bench.py", "--check"], cwd=root)
-    assert proc.returncode == 0, "run `python scripts/readme_bench.py` and commit README.md"
+    assert proc.returncode == 0, "run `python scripts/readme_bench.py` and commit the docs pages"

@@ -16,8 +16,8 @@ import torch
 from transformers import DynamicCache, StaticCache
 
 import calyrex
+from calyrex.cal_cache import cal_cache
 from calyrex.model import AlreadyWrappedError
-from calyrex.span import cal_cache
 from calyrex.testing import tiny_model
 from conftest import CONVS, encode, logits
 

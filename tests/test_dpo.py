@@ -9,8 +9,9 @@ import torch
 from safetensors.torch import load_file
 
 import calyrex
-from calyrex.layer import SYSTEM_MASK_KW
+from calyrex.layer import SPAN_KW
 from calyrex.markers import detect_system_mask, span_markers_reason
+from calyrex.mask import span_key_flags
 from calyrex.testing import tiny_model, tiny_tokenizer
 from calyrex.training import DataError, TrainConfig, train
 from calyrex.training import run as run_module
@@ -163,7 +164,7 @@ def test_dpo_changes_only_adapter_parameters(tok, tmp_path):
 
 
 def test_the_span_in_a_dpo_batch_is_the_prompts_system_span(tok, tmp_path):
-    """The mask the CAL layers get equals encode_chat's system_mask of the prompt (then zeros),
+    """The span the CAL layers get equals encode_chat's system_mask of the prompt (then zeros),
     for the chosen and the rejected row alike, and the input_ids-only fallback's."""
     model = _adapted("calyrex", tok)
     trainer = _trainer(model, tok, tmp_path)
@@ -172,7 +173,7 @@ def test_the_span_in_a_dpo_batch_is_the_prompts_system_span(tok, tmp_path):
     seen = []
     first = model.cal_layers()[0]
     hook = first.register_forward_pre_hook(
-        lambda mod, args, kwargs: seen.append(kwargs.get(SYSTEM_MASK_KW)), with_kwargs=True
+        lambda mod, args, kwargs: seen.append(kwargs.get(SPAN_KW)), with_kwargs=True
     )
     try:
         trainer.compute_loss(model, batch)
@@ -183,8 +184,9 @@ def test_the_span_in_a_dpo_batch_is_the_prompts_system_span(tok, tmp_path):
     expected = torch.zeros(4, width, dtype=torch.bool)
     expected[:, : prompts["system_mask"].shape[1]] = prompts["system_mask"].bool()
     expected = torch.cat([expected, expected])  # chosen rows, then rejected rows
-    assert len(seen) == 2  # the policy's forward, then the reference's (its blocks off)
-    assert all(torch.equal(mask.bool(), expected) for mask in seen)
+    # the policy's forward, then the reference's (its blocks off: no span to read)
+    assert len(seen) == 2 and seen[1] is None
+    assert torch.equal(span_key_flags(seen[0].key_pos, seen[0].key_valid, width), expected)
     assert expected.sum(1).min() > 0
     fallback = detect_system_mask(batch["input_ids"], batch["attention_mask"], model.markers)
     assert torch.equal(fallback, expected)

@@ -186,7 +186,7 @@ def test_bf16_forward(tok):
 
 def test_gqa_block_equals_repeated_kv_reference():
     from calyrex.block import CALBlock
-    from calyrex.span import CALCache
+    from calyrex.cal_cache import CALCache
 
     cfg = calyrex.CalyrexConfig(
         num_heads=4,
@@ -203,7 +203,7 @@ def test_gqa_block_equals_repeated_kv_reference():
     h = torch.randn(2, 7, 32)
     system = torch.tensor([[0, 1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 0, 0]]).bool()
     span = CALCache.fresh(2, h.device).begin(system, past=0, length=7, batch=2)
-    got = block(h, span, 0)
+    got, new_kv = block(h, span)
     # reference: full T×T attention, keys repeated per head, explicit span-causal mask
     x = block.cal_attn_norm(h)
     q = block.cal_q_proj(x).view(2, 7, 4, 8).transpose(1, 2)
@@ -220,6 +220,10 @@ def test_gqa_block_equals_repeated_kv_reference():
     want = torch.where(has[..., None], h1 + block.cal_ffn(h1), h)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     assert torch.equal(got[0, 0], h[0, 0]) and torch.equal(got[1, :3], h[1, :3])
+    # the block returns the K/V of the call's span tokens (row 1's span padded to row 0's 3)
+    k_span = block.cal_k_proj(x).view(2, 7, 2, 8).transpose(1, 2)  # (B, Hkv, T, Dh)
+    torch.testing.assert_close(new_kv[0][0], k_span[0, :, 1:4])
+    torch.testing.assert_close(new_kv[0][1, :, :2], k_span[1, :, 3:5])
 
 
 def test_unsupported_architecture_is_named():

@@ -142,14 +142,14 @@ def test_cache_equals_no_cache_and_chunked_prefill(tok, variant):
         first = wrapped(
             input_ids=one["input_ids"][:, :cut],
             attention_mask=one["attention_mask"][:, :cut],
-            calyrex_system_mask=one["system_mask"],
+            system_mask=one["system_mask"][:, :cut],
             cache=cache,
             use_cache=True,
         ).logits
         second = wrapped(
             input_ids=one["input_ids"][:, cut:],
             attention_mask=one["attention_mask"],
-            calyrex_system_mask=one["system_mask"],
+            system_mask=one["system_mask"][:, cut:],
             cache=cache,
             use_cache=True,
         ).logits

@@ -12,6 +12,12 @@ drops the SwiGLU (attention-only blocks). ``host_gate=True`` adds :class:`HostGa
 not the paper's method (see there). Rows that see
 no system key (tokens before the span, conversations without one) return ``h`` unchanged — the
 attention *and* the FFN — as Mllama's ``full_text_row_masked_out_mask`` does.
+
+This is the one definition of the block's arithmetic: the HF path calls :meth:`CALBlock.forward`;
+vLLM's block (``calyrex.vllm.block``) is a subclass that calls :meth:`~CALBlock.queries`,
+:meth:`~CALBlock.keys_values` and :meth:`~CALBlock.residual` around vLLM's own attention
+call. The block keeps no state: it gets the span keys/values cached before this call and
+returns those of the call's new span tokens, which its layer appends (``calyrex.cal_cache``).
 """
 
 from __future__ import annotations
@@ -20,8 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .cal_cache import KV, SpanCall
 from .config import CalyrexConfig
-from .span import SpanStep
 
 
 class RMSNorm(nn.Module):
@@ -115,29 +121,49 @@ class CALBlock(nn.Module):
                 nn.init.zeros_(proj.bias)
         nn.init.zeros_(self.cal_o_proj.weight)
 
-    def span_kv(
-        self, x: torch.Tensor, gather_idx: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def queries(self, x: torch.Tensor) -> torch.Tensor:
+        """Queries of the normed stream: ``x`` (…, D) → (…, H·Dh)."""
+        return self.cal_q_proj(x)
+
+    def keys_values(self, c: torch.Tensor) -> KV:
+        """Keys and values of normed span states: ``c`` (…, D) → 2 × (…, Hkv·Dh)."""
+        return self.cal_k_proj(c), self.cal_v_proj(c)
+
+    def span_kv(self, x: torch.Tensor, gather_idx: torch.Tensor) -> KV:
         """Keys/values of the span: ``x`` (B, T, D), ``gather_idx`` (B, S) → 2 × (B, Hkv, S, Dh)."""
         b, s = gather_idx.shape
         c = torch.gather(x, 1, gather_idx[..., None].expand(b, s, x.shape[-1]))  # (B, S, D)
-        k = self.cal_k_proj(c).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = self.cal_v_proj(c).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        k, v = self.keys_values(c)  # (B, S, Hkv·Dh)
+        k = k.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, S, Dh)
+        v = v.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
         return k, v
 
-    def forward(self, h: torch.Tensor, span: SpanStep, layer: int) -> torch.Tensor:
-        if span.empty:
+    def residual(self, h: torch.Tensor, a: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+        """``h + a W_O``, then the SwiGLU, on the rows ``keep`` (…, 1) only (None: every row).
+
+        ``h`` (…, D) the block's input, ``a`` (…, H·Dh) the attention output → (…, D).
+        """
+        h1 = h + self.cal_o_proj(a)
+        if keep is None:
+            return h1 if self.cal_ffn is None else h1 + self.cal_ffn(h1)
+        h1 = torch.where(keep, h1, h)
+        return h1 if self.cal_ffn is None else torch.where(keep, h1 + self.cal_ffn(h1), h1)
+
+    def forward(
+        self, h: torch.Tensor, span: SpanCall | None, past_kv: KV | None = None
+    ) -> tuple[torch.Tensor, KV | None]:
+        """``h`` (B, T, D), the call's span, the span K/V cached before it (B, Hkv, S_past, Dh)
+        → (``h''`` (B, T, D), the K/V of the call's new span tokens, or None without any)."""
+        if span is None or span.empty:
             zero = _zero_grad_path(self) if torch.is_grad_enabled() else None
-            return h if zero is None else h + zero.to(h.dtype)
+            return (h if zero is None else h + zero.to(h.dtype)), None
         b, t, _ = h.shape
         x = self.cal_attn_norm(h)  # (B, T, D)
-        if span.gather_idx is not None:  # new span tokens: compute once, cache for later calls
-            k, v = span.store.update(layer, span.keys_before, *self.span_kv(x, span.gather_idx))
-        else:
-            k, v = span.store.kv[layer]  # (B, Hkv, S, Dh)
-        q = (
-            self.cal_q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
-        )  # (B, H, T, Dh)
+        new = None
+        if span.gather_idx is not None:  # new span tokens: computed once, cached by the caller
+            new = self.span_kv(x, span.gather_idx)  # 2 × (B, Hkv, S_new, Dh)
+        k, v = _joined(past_kv, new)  # (B, Hkv, S, Dh)
+        q = self.queries(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
         # Rows with no visible key would softmax over an empty set (NaN): let them see every
         # key here and discard their output below. When every query sees every key (decode
         # steps of unpadded spans) there is no mask at all, so SDPA can use its fastest kernel.
@@ -146,12 +172,7 @@ class CALBlock(nn.Module):
             q, k.to(q.dtype), v.to(q.dtype), attn_mask=attend, enable_gqa=True
         )  # (B, H, T, Dh)
         a = a.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)  # (B, T, H·Dh)
-        if span.full:
-            h1 = h + self.cal_o_proj(a)
-            return h1 if self.cal_ffn is None else h1 + self.cal_ffn(h1)
-        keep = span.has_key[..., None]  # (B, T, 1)
-        h1 = torch.where(keep, h + self.cal_o_proj(a), h)
-        return h1 if self.cal_ffn is None else torch.where(keep, h1 + self.cal_ffn(h1), h1)
+        return self.residual(h, a, None if span.full else span.has_key[..., None]), new
 
     @torch.no_grad()
     def copy_from_host(self, host_layer: nn.Module) -> None:
@@ -179,9 +200,8 @@ class ParallelMLPBlock(nn.Module):
         super().__init__()
         self.cal_mlp = SwiGLU(hidden, width, eps, std)
 
-    def forward(
-        self, h: torch.Tensor, span: SpanStep | None = None, layer: int = 0
-    ) -> torch.Tensor:
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """``h`` (B, T, D) → (B, T, D); a block that does not read the span gets ``h`` alone."""
         return h + self.cal_mlp(h)
 
 
@@ -196,3 +216,12 @@ def _zero_grad_path(block: nn.Module) -> torch.Tensor | None:
     if not params:
         return None
     return sum(p.sum() for p in params) * 0.0
+
+
+def _joined(past: KV | None, new: KV | None) -> KV:
+    """The span K/V a call attends to: those cached before it, then its own (dim 2: keys)."""
+    if past is None or new is None:
+        return past if new is None else new
+    return torch.cat([past[0].to(new[0].dtype), new[0]], 2), torch.cat(
+        [past[1].to(new[1].dtype), new[1]], 2
+    )

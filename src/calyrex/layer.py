@@ -4,14 +4,19 @@ The host is called unmodified with whatever HF passes it; the block is added on 
 (litgpt's adapter-as-a-diff style). Being an ordinary module (no hooks, no closures), it is
 copied, pickled, compiled, swapped and sharded like any other layer.
 
-Per-call state reaches the layer as keyword arguments, which HF's decoder models pass to every
-layer unchanged (``**kwargs``): the system mask of the call (``calyrex_system_mask``) and, when
-there is no HF cache, a per-call :class:`~calyrex.span.CALCache` (``calyrex_cache``). Keyword
-arguments rather than a context variable because activation checkpointing recomputes a layer in
-backward on autograd's own thread, where a context variable set by the forward is not visible,
-while the recomputation gets the same arguments.
+Per-call state reaches the layer as two keyword arguments, which HF's decoder models pass to
+every layer unchanged (``**kwargs``), both made once per call by ``CalyrexModel.forward``: the
+call's :class:`~calyrex.cal_cache.SpanCall` (immutable) and the
+:class:`~calyrex.cal_cache.CALCache` it extends. Keyword arguments rather than a context
+variable because activation checkpointing recomputes a layer in backward on autograd's own
+thread, where a context variable set by the forward is not visible, while the recomputation
+gets the same arguments.
 
-Legend: B batch, T tokens in this call, W tokens covered by the system mask, D hidden.
+A span-reading block gets the span keys/values cached before this call and returns those of
+the call's new span tokens; the layer appends them to the cache. A block that does not read the
+span (ParallelMLP, a pass-through) gets the hidden states alone.
+
+Legend: B batch, T tokens in this call, D hidden.
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from . import hf
+from .cal_cache import CALCache, SpanCall, attach
 from .mask import span_key_flags
-from .span import CACHE_ATTR, CALCache, SpanStep
 
-SYSTEM_MASK_KW = "calyrex_system_mask"  # (B, W) bool, absolute positions 0 … W-1 of the sequence
-CAL_CACHE_KW = "calyrex_cache"  # a per-call CALCache when the call has no HF cache
+SPAN_KW = "calyrex_span"  # the SpanCall of this forward call
+CACHE_KW = "calyrex_cache"  # the CALCache it extends (the HF cache's, or this call's own)
 
 
 def reads_span(block: nn.Module) -> bool:
@@ -45,54 +50,35 @@ def host_gate(block: nn.Module) -> nn.Module | None:
 class CalyrexLayer(nn.Module):
     """``host`` (frozen decoder layer ``index``) then ``cal_block`` on its hidden states."""
 
-    def __init__(self, host: nn.Module, block: nn.Module, index: int, opens_span: bool) -> None:
+    def __init__(self, host: nn.Module, block: nn.Module, index: int) -> None:
         super().__init__()
         self.host = host
         self.cal_block = block
         self.index = index
-        self.opens_span = opens_span  # the lowest span-reading layer opens each call's SpanStep
         self.checkpoint_block = False
 
     def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        system_mask = kwargs.pop(SYSTEM_MASK_KW, None)
-        per_call = kwargs.pop(CAL_CACHE_KW, None)
-        step = None
-        if reads_span(self.cal_block):  # before the host adds its tokens
-            step = self._span_step(hidden_states, system_mask, per_call, kwargs)
+        span: SpanCall | None = kwargs.pop(SPAN_KW, None)
+        store: CALCache | None = kwargs.pop(CACHE_KW, None)
         gate = host_gate(self.cal_block)
-        if gate is not None and step is not None and not step.empty:
-            kwargs["position_bias"] = host_bias(gate, hidden_states, step, kwargs)
+        if gate is not None and span is not None and not span.empty:
+            kwargs["position_bias"] = host_bias(gate, hidden_states, span, kwargs)
         out = self.host(hidden_states, *args, **kwargs)
         h = hf.layer_hidden(out)  # (B, T, D)
-        if self.checkpoint_block and self.training and torch.is_grad_enabled():
-            h = checkpoint(self.cal_block, h, step, self.index, use_reentrant=False)
-        else:
-            h = self.cal_block(h, step, self.index)
+        if not reads_span(self.cal_block):
+            return hf.with_layer_hidden(out, self._block(h))
+        if store is not None:  # HF makes a cache inside the call when given none (use_cache)
+            attach(hf.layer_cache(kwargs), store)
+        past = None if store is None or span is None else store.past_kv(self.index, span)
+        h, new = self._block(h, span, past)
+        if new is not None and store is not None:
+            store.append(self.index, span, new)
         return hf.with_layer_hidden(out, h)
 
-    def _span_step(
-        self,
-        hidden: torch.Tensor,
-        system_mask: torch.Tensor | None,
-        per_call: CALCache | None,
-        kwargs: dict[str, Any],
-    ) -> SpanStep:
-        cache = hf.layer_cache(kwargs)
-        store = per_call if cache is None else getattr(cache, CACHE_ATTR, None)
-        if store is not None and not self.opens_span and store.step is not None:
-            return store.step  # opened by the lowest span layer of this same call
-        batch, length = hidden.shape[:2]
-        past = hf.cache_length(cache, self.index)
-        if store is None:
-            if past > 0:
-                raise ValueError(
-                    f"this cache holds {past} tokens but no CAL keys/values: it was not filled by "
-                    "a calyrex model, so its system span is unknown"
-                )
-            store = CALCache.fresh(batch, hidden.device)
-            if cache is not None:
-                setattr(cache, CACHE_ATTR, store)
-        return store.begin(new_span(system_mask, past, length), past, length, batch)
+    def _block(self, *args: Any) -> Any:
+        if self.checkpoint_block and self.training and torch.is_grad_enabled():
+            return checkpoint(self.cal_block, *args, use_reentrant=False)
+        return self.cal_block(*args)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -102,27 +88,12 @@ class CalyrexLayer(nn.Module):
 
 
 def host_bias(
-    gate: nn.Module, hidden: torch.Tensor, step: SpanStep, kwargs: dict[str, Any]
+    gate: nn.Module, hidden: torch.Tensor, span: SpanCall, kwargs: dict[str, Any]
 ) -> torch.Tensor:
     """The (B, Hh, T, K) logit bias of a :class:`~calyrex.block.HostGate` for this call's host
     attention: K is the attention mask's key length (a static cache's size), else every token
     of the sequence so far; key ``k`` is absolute position ``k``."""
     mask = kwargs.get("attention_mask")
-    length = mask.shape[-1] if isinstance(mask, torch.Tensor) else step.store.length
-    keys = span_key_flags(step.store.key_pos, step.store.key_valid, length)  # (B, K)
-    return gate(hidden, step.has_key, keys).to(hidden.dtype)
-
-
-def new_span(system_mask: torch.Tensor | None, past: int, length: int) -> torch.Tensor | None:
-    """The (B, T) part of an absolute (B, W) system mask that falls in this call, or None.
-
-    Positions at or beyond ``W`` are never span (generated tokens, later turns)::
-
-        system_mask  0 1 1 1 0      past=2, length=4  →  1 1 0 0
-    """
-    if system_mask is None or system_mask.shape[1] <= past:
-        return None
-    part = system_mask[:, past : past + length].bool()
-    if part.shape[1] < length:
-        part = torch.nn.functional.pad(part, (0, length - part.shape[1]))
-    return part
+    length = mask.shape[-1] if isinstance(mask, torch.Tensor) else span.length
+    keys = span_key_flags(span.key_pos, span.key_valid, length)  # (B, K)
+    return gate(hidden, span.has_key, keys).to(hidden.dtype)

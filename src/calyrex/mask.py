@@ -33,6 +33,21 @@ def span_indices(system_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     return torch.where(valid, idx, torch.zeros_like(idx)), valid
 
 
+def call_span(system_mask: torch.Tensor, past: int, length: int) -> torch.Tensor | None:
+    """The (B, T) part of a (B, N) system mask over a whole sequence that falls in a call of
+    ``length`` tokens after ``past`` cached ones, or None when none of it does. Positions at or
+    beyond ``N`` are never span (generated tokens)::
+
+        system_mask  0 1 1 1 0      past=2, length=4  →  1 1 0 0
+    """
+    if system_mask.shape[1] <= past:
+        return None
+    part = system_mask[:, past : past + length].bool()
+    if part.shape[1] < length:
+        part = torch.nn.functional.pad(part, (0, length - part.shape[1]))
+    return part
+
+
 def span_causal_mask(
     query_pos: torch.Tensor, key_pos: torch.Tensor, key_valid: torch.Tensor
 ) -> torch.Tensor:

@@ -3,15 +3,21 @@
 The blocks are ordinary modules in the host's module tree: decoder layer ``i`` is replaced by a
 :class:`~calyrex.layer.CalyrexLayer` holding the original layer and the block. This module is
 the entry point of a call: it turns ``system_mask`` (or, for callers that pass only
-``input_ids``, the fallback markers) into the absolute span mask the layers read, and hands it
-to the HF model as a keyword argument. Nothing about a call is stored on a module, so copies,
-threads, re-entrant calls and two models over one process never see each other's span.
+``input_ids``, the fallback markers) into the call's :class:`~calyrex.cal_cache.SpanCall`, once,
+and hands it with the CAL cache to the HF model as keyword arguments for the layers
+(``calyrex.layer``). Nothing about a call is stored on a module, so copies, threads, re-entrant
+calls and two models over one process never see each other's span.
+
+``system_mask`` is aligned with the ``input_ids`` it comes with, in every entry point: in
+:meth:`forward` it covers the call's tokens (B, T); in :meth:`generate` the whole ``input_ids``
+given (B, N), and :meth:`prepare_inputs_for_generation` cuts each step's part out of it, as HF
+cuts ``input_ids`` (positions past N are generated tokens: never span).
 
 ``generate`` is HF's own (this class is a ``GenerationMixin`` host whose steps call
 :meth:`forward`), so greedy, sampling, beams, assisted decoding and chunked prefill all carry
-the span; the CAL keys/values live on the HF cache (``calyrex.span``).
+the span; the CAL keys/values live on the HF cache (``calyrex.cal_cache``).
 
-Legend: B batch, T tokens in this call, P tokens already in the cache, W = P + T.
+Legend: B batch, T tokens in this call, P tokens already in the cache, N tokens given to generate.
 """
 
 from __future__ import annotations
@@ -22,17 +28,16 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers.generation.utils import GenerationMixin
 
 from . import hf
 from .adapter_io import write_adapter
-from .layer import CAL_CACHE_KW, SYSTEM_MASK_KW, CalyrexLayer, reads_span
+from .cal_cache import CALCache, cal_cache, for_call
+from .layer import CACHE_KW, SPAN_KW, CalyrexLayer, reads_span
 from .markers import SpanMarkers, detect_system_mask
-from .mask import positions_restart
+from .mask import call_span, positions_restart
 from .names import ADAPTER_PREFIX, is_adapter_param
-from .span import CALCache, cal_cache
 from .version import __version__
 
 __all__ = ["ADAPTER_PREFIX", "AlreadyWrappedError", "CalyrexModel", "is_adapter_param"]
@@ -112,7 +117,7 @@ class BlockView(Mapping):
 class PassThrough(nn.Module):
     """What :meth:`CalyrexModel.disable_adapters` puts in place of a block: adds nothing."""
 
-    def forward(self, h: torch.Tensor, span: Any = None, layer: int = 0) -> torch.Tensor:
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
         return h
 
 
@@ -134,11 +139,8 @@ class CalyrexModel(nn.Module, GenerationMixin):
         self.base = base
         # the caller's flags, put back by remove(): wrapping freezes the base, removing unfreezes
         self.base_requires_grad = {n: p.requires_grad for n, p in base.named_parameters()}
-        readers = [i for i, b in blocks.items() if reads_span(b)]
         for i, block in sorted(blocks.items()):
-            layers[i] = CalyrexLayer(
-                layers[i], block, i, opens_span=bool(readers) and i == min(readers)
-            )
+            layers[i] = CalyrexLayer(layers[i], block, i)
         self.method = method
         self.adapter_config = config
         self.markers = markers
@@ -198,7 +200,8 @@ class CalyrexModel(nn.Module, GenerationMixin):
         system_mask: torch.Tensor | None,
         past: int = 0,
     ) -> torch.Tensor | None:
-        """(B, W) absolute span of a call from its chunk-aligned ``system_mask`` or the fallback."""
+        """(B, T) bool span of ``input_ids`` from ``system_mask`` (B, T) or the fallback markers
+        (only where a sequence starts: ``past`` 0); padding is never span."""
         if system_mask is None:
             if past > 0 or not self.uses_span:
                 return None  # a continuation: the span is on the cache
@@ -218,11 +221,11 @@ class CalyrexModel(nn.Module, GenerationMixin):
             system_mask = detect_system_mask(input_ids, _mask2d(attention_mask), self.markers)
         system_mask = system_mask.bool()
         mask2d = _mask2d(attention_mask)
-        if mask2d is not None:  # padding is never a key
+        if mask2d is not None:  # padding is never a key; the mask may also cover the cache
             system_mask = (
                 system_mask & mask2d[:, -system_mask.shape[1] :].to(system_mask.device).bool()
             )
-        return F.pad(system_mask, (past, 0)) if past else system_mask
+        return system_mask
 
     # -- the HF-facing surface -----------------------------------------------------------------
     def forward(
@@ -233,15 +236,14 @@ class CalyrexModel(nn.Module, GenerationMixin):
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         system_mask: torch.Tensor | None = None,
-        calyrex_system_mask: torch.Tensor | None = None,
         cache: Any = None,
         **kwargs: Any,
     ) -> Any:
         """The HF forward plus ``system_mask`` (B, T): 1 on this call's system-content tokens.
 
-        ``calyrex_system_mask`` (B, W) is the same mask in absolute positions from the start of
-        the sequence (what ``generate`` passes at every step; positions ≥ W are not span).
-        ``cache`` (HF's new name for ``past_key_values``) is named so ``generate`` accepts it.
+        With a cache, the call continues the sequence: its span tokens join those cached (a
+        prefill in chunks gives each chunk its part of the mask). ``cache`` (HF's new name for
+        ``past_key_values``) is named so ``generate`` accepts it.
         """
         if cache is not None:
             kwargs["cache"] = cache
@@ -255,16 +257,19 @@ class CalyrexModel(nn.Module, GenerationMixin):
         ):
             raise ValueError(
                 f"system_mask has shape {tuple(system_mask.shape)} but the call has "
-                f"{tuple(tokens.shape[:2])} tokens; pass calyrex_system_mask for absolute positions"
+                f"{tuple(tokens.shape[:2])} tokens: it covers this call's tokens only"
             )
-        span = calyrex_system_mask
-        if span is None:
-            span = self.span_mask(input_ids, attention_mask, system_mask, past)
-        if span is not None:
-            check_unpacked(span, attention_mask, position_ids, past, kwargs)
-            kwargs[SYSTEM_MASK_KW] = span.to(tokens.device if tokens is not None else span.device)
-        if cache is None and self.uses_span and tokens is not None:  # one per call, for its layers
-            kwargs[CAL_CACHE_KW] = CALCache.fresh(tokens.shape[0], tokens.device)
+        # the call's span, once, for every layer: a cache that has CAL keys keeps following
+        # its sequence (no walk over the module tree per decode step)
+        if tokens is not None and (cal_cache(cache) is not None or self.uses_span):
+            span = self.span_mask(input_ids, attention_mask, system_mask, past)  # (B, T)
+            if span is not None:
+                check_unpacked(span, attention_mask, position_ids, past, kwargs)
+                span = span.to(tokens.device)
+            batch, length = tokens.shape[:2]
+            store = for_call(cache, batch, past, tokens.device)
+            kwargs[SPAN_KW] = store.begin(span, past, length, batch)
+            kwargs[CACHE_KW] = store
         if self._frozen_prefix(input_ids, inputs_embeds):
             with torch.no_grad():
                 inputs_embeds = self.base.get_input_embeddings()(input_ids)
@@ -299,18 +304,30 @@ class CalyrexModel(nn.Module, GenerationMixin):
         system_mask: torch.Tensor | None = None,
         **kwargs: Any,
     ) -> Any:
-        """HF ``generate`` with the system span; ``system_mask`` covers the ``input_ids`` given."""
+        """HF ``generate`` with the system span; ``system_mask`` (B, N) covers the ``input_ids``
+        given (the whole sequence, cached tokens included)."""
         input_ids = kwargs.pop("input_ids", inputs)
         starts = hf.cache_length(hf.layer_cache(kwargs)) == 0
-        if kwargs.get(SYSTEM_MASK_KW) is None and (system_mask is not None or starts):
-            span = self.span_mask(input_ids, kwargs.get("attention_mask"), system_mask)
-            kwargs[SYSTEM_MASK_KW] = span  # absolute: it covers the whole input_ids given
+        if system_mask is not None or starts:
+            system_mask = self.span_mask(input_ids, kwargs.get("attention_mask"), system_mask)
+        if system_mask is not None:
+            kwargs["system_mask"] = system_mask  # each step's part: prepare_inputs_for_generation
         return GenerationMixin.generate(self, input_ids, **kwargs)
 
-    # GenerationMixin asks the model these; answer for the host model, not for this wrapper
-    def prepare_inputs_for_generation(self, input_ids: torch.Tensor, **kwargs: Any) -> Any:
-        return self.base.prepare_inputs_for_generation(input_ids, **kwargs)
+    def prepare_inputs_for_generation(
+        self, input_ids: torch.Tensor, system_mask: torch.Tensor | None = None, **kwargs: Any
+    ) -> Any:
+        """The host model's step inputs, and the step's part (B, T) of generate's (B, N)
+        ``system_mask``: the T tokens after the P the cache holds (HF cuts ``input_ids`` so)."""
+        inputs = self.base.prepare_inputs_for_generation(input_ids, **kwargs)
+        if system_mask is not None:
+            tokens = inputs.get("input_ids")
+            tokens = tokens if tokens is not None else inputs["inputs_embeds"]
+            past = hf.cache_length(hf.layer_cache(inputs))
+            inputs["system_mask"] = call_span(system_mask, past, tokens.shape[1])
+        return inputs
 
+    # GenerationMixin asks the model these; answer for the host model, not for this wrapper
     def _get_candidate_generator(self, **kwargs: Any) -> Any:
         """Assisted decoding: the draft model (a plain HF model) gets no calyrex arguments."""
         kwargs["model_kwargs"] = _without_span(kwargs["model_kwargs"])  # HF passes keywords only
@@ -422,7 +439,7 @@ def _like(current: torch.Tensor | None, value: torch.Tensor) -> torch.Tensor:
 
 
 def _without_span(model_kwargs: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in model_kwargs.items() if k not in (SYSTEM_MASK_KW, "system_mask")}
+    return {k: v for k, v in model_kwargs.items() if k != "system_mask"}
 
 
 def _mask2d(attention_mask: Any) -> torch.Tensor | None:

@@ -16,7 +16,7 @@ from torch import nn
 
 import calyrex
 from calyrex.block import CALBlock
-from calyrex.span import CALCache
+from calyrex.cal_cache import CALCache
 
 from .data import token_batch
 from .measure import median_time
@@ -52,8 +52,8 @@ def block_vs_length(
     for length in lengths:
         _, system_mask = token_batch(1, length, span, 1, device)
         h = torch.randn(1, length, hidden, device=device, dtype=dtype)  # (1, T, D)
-        ctx = CALCache.fresh(1, device).begin(system_mask, 0, length, 1)
-        cal_s = median_time(lambda h=h, ctx=ctx: block(h, ctx, 0), device, repeats, warmup=1)
+        call = CALCache.fresh(1, device).begin(system_mask, 0, length, 1)
+        cal_s = median_time(lambda h=h, call=call: block(h, call), device, repeats, warmup=1)
         host_s = median_time(
             lambda h=h: host(inputs_embeds=h, use_cache=False, logits_to_keep=1),
             device,

@@ -1,5 +1,6 @@
 """Shared system prompt: a batch of conversations under one system prompt, prefilled naively
-(every row recomputes the prompt) vs with the prompt computed once (``calyrex.shared_prompt``).
+(every row recomputes the prompt) vs with the prompt computed once and its cache shared
+(``calyrex.cal_cache.share_prefix``).
 
 Two figures: the whole prefill of the batch, and the CAL keys/values alone (per row vs once).
 
@@ -15,7 +16,8 @@ import torch
 from torch import nn
 
 import calyrex
-from calyrex import shared_prompt
+from calyrex import hf
+from calyrex.cal_cache import share_prefix
 
 from .data import HEADER, token_batch, with_cache
 from .measure import median_time
@@ -62,9 +64,13 @@ def run(
         )
 
         def shared() -> None:
-            cache = shared_prompt.prefill(
-                model, ids[:1, :prompt], system_mask[:1, :prompt], case.batch
-            )
+            out = model(
+                input_ids=ids[:1, :prompt],
+                system_mask=system_mask[:1, :prompt],
+                use_cache=True,
+                logits_to_keep=1,
+            )  # the prompt, once
+            cache = share_prefix(hf.output_cache(out), case.batch)
             model(
                 input_ids=ids[:, prompt:],
                 use_cache=True,

@@ -7,9 +7,9 @@ A request is prefilled on its own (one row); its cache then joins the running ba
     row 1   k k k k k k k                     1 1 1 1 1 1 1                               7
 
 - backbone K/V: zeros on the left, masked out by the attention mask;
-- CAL K/V: padded along the span to the longest span (``key_valid`` False), span positions
-  shifted by the row's padding (every cached span key precedes every decode query, so only
-  their order matters);
+- CAL K/V: the CAL cache's own row operations (``calyrex.cal_cache``): padded along the span
+  to the longest span (``key_valid`` False), span positions shifted by the row's padding (every
+  cached span key precedes every decode query, so only their order matters);
 - each decode step passes every row's own position (``position_ids``), so RoPE and the span
   see what they would see with the row alone: outputs equal one-by-one decoding up to float
   reduction order.
@@ -28,74 +28,35 @@ import torch
 import torch.nn.functional as F
 
 from .. import hf
-from ..span import CACHE_ATTR, CALCache, cal_cache
+from ..cal_cache import CALCache, attach, cal_cache
 
 
-def _rebuild(cache: Any, fn: Any, shift: int, width: int, rows: torch.Tensor | None = None) -> Any:
-    """A new cache with ``fn`` applied to every backbone K/V; CAL positions moved by ``shift``."""
+def _rebuild(cache: Any, fn: Any, store: CALCache | None) -> Any:
+    """A new HF cache with ``fn`` applied to every backbone K/V, carrying the CAL cache ``store``."""
     new = hf.cache_from_kv([(fn(k), fn(v)) for k, v in hf.cache_kv(cache)])
-    store = cal_cache(cache)
     if store is not None:
-        pick = (lambda t: t) if rows is None else (lambda t: t[rows])  # noqa: E731
-        moved = CALCache(
-            key_pos=pick(store.key_pos) + shift,
-            key_valid=pick(store.key_valid),
-            kv={i: (pick(k), pick(v)) for i, (k, v) in store.kv.items()},
-            length=width,
-        )
-        moved.all_valid = bool(moved.key_valid.all())
-        setattr(new, CACHE_ATTR, moved)
+        attach(new, store)
     return new
 
 
-def _pad_span(store: CALCache, width: int, like: dict[int, tuple[torch.Tensor, ...]]) -> CALCache:
-    """The CAL cache padded to ``width`` span keys (invalid, zero K/V) on the right."""
-    pad = width - store.key_pos.shape[1]
-    kv = {}
-    for i, (k0, _) in like.items():
-        empty = k0.new_zeros(store.batch, k0.shape[1], 0, k0.shape[3])
-        k, v = store.kv.get(i, (empty, empty))
-        kv[i] = (F.pad(k, (0, 0, 0, pad)), F.pad(v, (0, 0, 0, pad)))  # (B, Hkv, S, Dh)
-    return CALCache(
-        key_pos=F.pad(store.key_pos, (0, pad)),
-        key_valid=F.pad(store.key_valid, (0, pad), value=False),
-        kv=kv,
-        length=store.length,
-    )
-
-
-def concat(caches: list[Any], width: int) -> Any:
-    """Stack caches of equal length ``width`` along the batch (CAL spans padded to the longest)."""
+def concat(caches: list[Any]) -> Any:
+    """Stack caches of equal length along the batch (CAL spans padded to the longest)."""
     layers = zip(*(hf.cache_kv(c) for c in caches), strict=True)
     new = hf.cache_from_kv(
         [(torch.cat([k for k, _ in kv]), torch.cat([v for _, v in kv])) for kv in layers]
     )
     stores = [cal_cache(c) for c in caches]
     if all(s is not None for s in stores):
-        span = max(s.key_pos.shape[1] for s in stores)
-        like = next((s.kv for s in stores if s.kv), {})
-        padded = [_pad_span(s, span, like) for s in stores]
-        merged = CALCache(
-            key_pos=torch.cat([s.key_pos for s in padded]),
-            key_valid=torch.cat([s.key_valid for s in padded]),
-            kv={
-                i: (
-                    torch.cat([s.kv[i][0] for s in padded]),
-                    torch.cat([s.kv[i][1] for s in padded]),
-                )
-                for i in like
-            },
-            length=width,
-        )
-        merged.all_valid = bool(merged.key_valid.all())
-        setattr(new, CACHE_ATTR, merged)
+        attach(new, CALCache.cat(stores))
     return new
 
 
 def left_pad(cache: Any, pad: int) -> Any:
     """``cache`` with ``pad`` empty positions before its first token."""
-    width = hf.cache_length(cache) + pad
-    return _rebuild(cache, lambda t: F.pad(t, (0, 0, pad, 0)), pad, width)
+    store = cal_cache(cache)
+    return _rebuild(
+        cache, lambda t: F.pad(t, (0, 0, pad, 0)), None if store is None else store.shift(pad)
+    )
 
 
 class DecodeBatch:
@@ -122,7 +83,7 @@ class DecodeBatch:
             return
         width = max(self.width, length)
         old, new = left_pad(self.cache, width - self.width), left_pad(cache, width - length)
-        self.cache = concat([old, new], width)
+        self.cache = concat([old, new])
         self.mask = torch.cat(
             [F.pad(self.mask, (width - self.width, 0)), F.pad(row_mask, (width - length, 0))]
         )
@@ -138,9 +99,9 @@ class DecodeBatch:
         lengths = [self.lengths[i] for i in rows]
         cut = self.width - max(lengths)  # leading columns no remaining row uses
         idx = torch.tensor(rows, device=self.mask.device)
-        self.cache = _rebuild(
-            self.cache, lambda t: t[idx, :, cut:], -cut, self.width - cut, rows=idx
-        )
+        store = cal_cache(self.cache)
+        store = None if store is None else store.select(idx).shift(-cut)
+        self.cache = _rebuild(self.cache, lambda t: t[idx, :, cut:], store)
         self.mask, self.lengths = self.mask[idx, cut:], lengths
 
     @torch.no_grad()

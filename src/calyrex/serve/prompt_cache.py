@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from .. import hf
-from ..span import cal_cache
+from ..cal_cache import cal_cache
 
 
 def prefix_key(adapter: str, dtype: str, salt: str, ids: list[int], system_mask: list[int]) -> str:
@@ -90,9 +90,6 @@ class PromptCache:
         if not self.enabled:
             return False
         stored = copy.deepcopy(cache)
-        store = cal_cache(stored)
-        if store is not None:
-            store.step = None  # the finished call's masks are not part of the prefix
         nbytes = cache_bytes(stored)
         with self._lock:
             pinned_bytes = sum(e.nbytes for e in self._entries.values() if e.pinned)

@@ -168,9 +168,6 @@ class CalyrexMixin:
             with torch.no_grad():
                 param.copy_(value.to(param.dtype))
             loaded.add(name)
-        for layer in self.model.layers:
-            if isinstance(getattr(layer, "cal", None), KeyBiasCAL):
-                layer.cal.fuse()
         return loaded
 
 
