@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "export-vllm": "calyrex.vllm.export:export_vllm_command",
     "mix": "calyrex.mix.command:mix",
     "study": "calyrex.study.command:study",
+    "ruleworld-dpo": "calyrex.ruleworld.dpo_study:run_dpo_study",
 }
 
 
