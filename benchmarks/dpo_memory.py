@@ -72,10 +72,11 @@ def child(variant: str, model: str, steps: int) -> dict:
     from calyrex.methods import adapt
     from calyrex.training import TrainConfig
     from calyrex.training.dpo import PreferenceTrainer, encode_pairs
-    from calyrex.training.run import _training_args, load_backbone
+    from calyrex.loading import load_model
+    from calyrex.training.run import _training_args
 
     torch.manual_seed(0)
-    tok, base = load_backbone(model, None, False, torch.float32)
+    base, tok = load_model(model, dtype="float32", device="cpu")
     loaded_mb = rss_mb()
     reference = copy.deepcopy(base) if variant == "copy" else None
     wrapped = adapt(base, "calyrex", seed=0)

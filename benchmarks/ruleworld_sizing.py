@@ -102,10 +102,10 @@ def lora_merged(base_path: Path, tok, world, n: int = 48) -> dict:
     from calyrex import adapt
     from calyrex.ruleworld import attacks
     from calyrex.ruleworld.evaluate import generate
-    from calyrex.ruleworld.pretrain import load_backbone
+    from calyrex.loading import load_model
 
     prompts = [e.messages for e in attacks.injection_examples(world, n)]
-    peft_model = adapt(load_backbone(base_path)[0], "lora", seed=0).eval()
+    peft_model = adapt(load_model(str(base_path), None, "float32", "cpu")[0], "lora", seed=0).eval()
     unmerged, _ = _timed(generate, peft_model, tok, prompts, 16, 24)
     merged_model = peft_model.merge_and_unload().eval()
     merged, _ = _timed(generate, merged_model, tok, prompts, 16, 24)
@@ -119,12 +119,12 @@ def main() -> int:
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     from calyrex.ruleworld.corpus import sft_corpus, write_jsonl
     from calyrex.ruleworld.demo import FULL
-    from calyrex.ruleworld.pretrain import load_backbone
+    from calyrex.loading import load_model
     from calyrex.ruleworld.world import World
 
     start, load = time.time(), os.getloadavg()[0]
     world = World(0)
-    model, tok = load_backbone(ASSET_DIR)
+    model, tok = load_model(str(ASSET_DIR), None, "float32", "cpu")
     model.eval()
     conversations = list(sft_corpus(world, FULL.conversations))
     results = {"padding_share": padding_shares(tok, conversations, FULL.max_length)}

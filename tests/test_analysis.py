@@ -247,7 +247,7 @@ def test_ruleworld_backbone_gets_ruleworld_rules(tmp_path, tok):
 
 
 def test_lora_adapter_is_measured_merged(tmp_path, tok):
-    from calyrex.analysis import load_model
+    from calyrex.analysis import measured
 
     model_dir = tmp_path / "model"
     tiny_model("qwen2", num_hidden_layers=2).save_pretrained(model_dir)
@@ -258,7 +258,8 @@ def test_lora_adapter_is_measured_merged(tmp_path, tok):
             if "lora_B" in name:
                 p.normal_(std=0.2)
     lora.save_pretrained(tmp_path / "lora")
-    merged, _ = load_model(str(model_dir), str(tmp_path / "lora"), "cpu", "float32")
+    loaded, _ = calyrex.load_model(str(model_dir), str(tmp_path / "lora"), "float32", "cpu")
+    merged = measured(loaded)
     assert not hasattr(merged, "peft_config")
     ids = torch.tensor([[5, 6, 7, 8]])
     torch.testing.assert_close(merged(ids).logits, lora.eval()(ids).logits, atol=1e-5, rtol=1e-5)

@@ -79,12 +79,13 @@ def test_adapter_files_import_no_model_code():
     }
 
 
-def _imports_anywhere(path: Path) -> set[str]:
-    """Every ``calyrex.*`` module a file imports, at the top or inside a function."""
+def _imports_anywhere(path: Path, source: str | None = None) -> set[str]:
+    """Every ``calyrex.*`` module a file imports, at the top or inside a function (``source``:
+    the text to read as that file's, else the file's own)."""
     name = ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
         if isinstance(node, ast.ImportFrom):
             parts = package.split(".")[: len(package.split(".")) - max(node.level - 1, 0)]
             base = ".".join(parts) if node.level else ""
@@ -105,3 +106,47 @@ def test_lower_layers_never_reach_up():
         for f in files
     }
     assert {f: m for f, m in offenders.items() if m} == {}
+
+
+CORE = (
+    "block", "mask", "cal_cache", "layer", "model", "wrap", "markers", "chat", "config",
+    "placement", "hf", "names", "precision", "adapter_io", "loading", "methods", "baselines",
+    "resolve",
+)  # fmt: skip
+APPS = (
+    "ruleworld", "reproduce", "study", "eval", "training", "serve", "bench", "analysis", "cli",
+)  # fmt: skip
+
+
+def _app_imports(path: Path, source: str | None = None) -> list[str]:
+    """The modules of an app package that ``path`` imports (anywhere in the file)."""
+    return sorted(
+        m for m in _imports_anywhere(path, source) if m.count(".") and m.split(".")[1] in APPS
+    )
+
+
+def test_the_core_never_reaches_up_to_the_apps():
+    """The core a reader must trust, the one loader and the resolver stand below every app:
+    none of them imports an app, not even lazily inside a function (RuleWorld registers its
+    backbone with the resolver by name, ``resolve.NAMED_MODELS``; the resolver imports it only
+    when that name is resolved)."""
+    offenders = {name: _app_imports(SRC / "calyrex" / f"{name}.py") for name in CORE}
+    assert {f: m for f, m in offenders.items() if m} == {}
+
+
+def test_the_layering_check_sees_lazy_imports():
+    """Relative or absolute, at the top or inside a function: each is seen."""
+    source = (
+        "from .model import CalyrexModel\n"
+        "def f():\n"
+        "    from .ruleworld.pretrain import asset_dir\n"
+        "    import calyrex.eval.runner\n"
+        "    from calyrex import training\n"
+    )
+    found = _app_imports(SRC / "calyrex" / "resolve.py", source)
+    assert found == [
+        "calyrex.eval.runner",
+        "calyrex.ruleworld.pretrain",
+        "calyrex.ruleworld.pretrain.asset_dir",
+        "calyrex.training",
+    ]

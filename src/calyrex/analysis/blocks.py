@@ -1,8 +1,9 @@
 """Measure 5, for a trained adapter: what each block writes and how it spreads its attention.
 
 Read through forward hooks on the blocks themselves. The attention probabilities of a CAL block
-are recomputed from its own projections and the span keys it cached this pass (SDPA does not
-return them): this is calyrex's block, not HF internals.
+are recomputed from its own projections and the span keys of its call (those cached before it
+and those it returned: ``CALBlock.forward(h, span, past_kv) → (h'', new_kv)``; SDPA does not
+return the probabilities): this is calyrex's block, not HF internals.
 
 Legend: H heads, Hkv kv heads, n response positions, S system span, Dh head dim, D hidden.
 """
@@ -21,18 +22,25 @@ from .capture import Encoded
 from .stats import RunningStat
 
 
+def span_keys(past_kv: Any, new_kv: Any) -> torch.Tensor:
+    """The span keys a block attended to in one call, row 0: (Hkv, S, Dh), from the K/V cached
+    before the call and those of its new span tokens (each (B, Hkv, S_part, Dh) or None)."""
+    return torch.cat([kv[0][0] for kv in (past_kv, new_kv) if kv is not None], dim=1)
+
+
 def span_attention(
-    block: nn.Module, h: torch.Tensor, span: Any, layer: int, positions: torch.Tensor
+    block: nn.Module, h: torch.Tensor, keys: torch.Tensor, visible: torch.Tensor, positions: Any
 ) -> torch.Tensor:
-    """Attention probabilities of ``block`` at ``positions``: (H, n, S), 0 on invisible keys."""
+    """Attention probabilities of ``block`` at ``positions``: (H, n, S), 0 on invisible keys.
+
+    ``h`` (1, T, D) the block's input, ``keys`` (Hkv, S, Dh), ``visible`` (n, S) bool.
+    """
     x = block.cal_attn_norm(h[:1])  # (1, T, D)
     q = (
         block.cal_q_proj(x[0, positions]).view(-1, block.heads, block.head_dim).transpose(0, 1)
     )  # (H, n, Dh)
-    k = span.store.kv[layer][0][0]  # (Hkv, S, Dh)
-    k = k.repeat_interleave(block.heads // block.kv_heads, dim=0)  # (H, S, Dh)
+    k = keys.repeat_interleave(block.heads // block.kv_heads, dim=0)  # (H, S, Dh)
     scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(block.head_dim)  # (H, n, S)
-    visible = span.visible[0, positions]  # (n, S)
     return torch.softmax(scores.masked_fill(~visible, float("-inf")), -1).nan_to_num(0.0)
 
 
@@ -69,17 +77,21 @@ class BlockMeter:
         self._fold()
 
     def _hook(self, layer: int, run: Encoded):  # noqa: ANN202
-        def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
-            h = args[0]
-            delta = (output[0, run.positions] - h[0, run.positions]).float()  # (n, D)
+        def hook(module: nn.Module, args: tuple, output: Any) -> None:
+            h = args[0]  # (B, T, D)
+            out = output[0] if isinstance(output, tuple) else output  # a CAL block: (h'', new_kv)
+            delta = (out[0, run.positions] - h[0, run.positions]).float()  # (n, D)
             norm = delta.norm(dim=-1)  # (n,)
             self._current["norm"][layer] = float(norm.mean())
             self._current["rel"][layer] = float(
                 (norm / h[0, run.positions].float().norm(dim=-1)).mean()
             )
-            if getattr(module, "uses_span", False) and not args[1].empty:
-                probs = span_attention(module, h, args[1], layer, run.positions)
-                visible = args[1].visible[0, run.positions]  # (n, S)
+            span = args[1] if len(args) > 1 else None
+            if getattr(module, "uses_span", False) and span is not None and not span.empty:
+                past = args[2] if len(args) > 2 else None
+                keys = span_keys(past, output[1])  # (Hkv, S, Dh)
+                visible = span.visible[0, run.positions]  # (n, S)
+                probs = span_attention(module, h, keys, visible, run.positions)
                 self._current["ent"][layer], self._current["ent_n"][layer] = entropy(probs, visible)
 
         return hook

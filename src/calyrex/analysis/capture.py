@@ -19,6 +19,7 @@ from torch import nn
 
 from .. import hf
 from ..chat import IGNORE_INDEX, encode_one
+from ..methods import is_calyrex
 from .data import RuleExample
 
 
@@ -59,7 +60,7 @@ def encode_pair(tokenizer: Any, ex: RuleExample, device: torch.device) -> tuple[
 
 def backbone(model: nn.Module) -> nn.Module:
     """The HF causal LM inside a calyrex model (or the model itself)."""
-    return getattr(model, "base", model) if hasattr(model, "cal_blocks") else model
+    return model.base if is_calyrex(model) else model
 
 
 def layers_of(model: nn.Module) -> nn.ModuleList:
@@ -80,10 +81,16 @@ def hooked(model: nn.Module, make_hook: Any) -> Iterator[None]:
 
 
 def _call(model: nn.Module, run: Encoded, batch: int = 1, **kwargs: Any) -> Any:
-    ids = run.input_ids.expand(batch, -1)
-    if hasattr(model, "cal_blocks"):  # a calyrex model reads the span from system_mask
-        kwargs["system_mask"] = run.system_mask.expand(batch, -1)
-    return model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False, **kwargs)
+    """``model`` (it takes ``system_mask``: ``accept_system_mask``) on ``batch`` copies of ``run``."""
+    ids = run.input_ids.expand(batch, -1)  # (batch, T)
+    span = run.system_mask.expand(batch, -1)  # a calyrex model reads it, others ignore it
+    return model(
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        system_mask=span,
+        use_cache=False,
+        **kwargs,
+    )
 
 
 def token_logprobs(logits: torch.Tensor, run: Encoded) -> torch.Tensor:

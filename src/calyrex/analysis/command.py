@@ -13,36 +13,20 @@ from .data import load_examples
 from .recommend import summary
 from .run import AnalysisConfig, analyze_model
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+def measured(model: Any) -> Any:
+    """The model as the analysis measures it: a PEFT (LoRA) model merged into its weights (the
+    same forward, and plain decoder layers to hook); any other model as it is."""
+    if hasattr(model, "merge_and_unload"):
+        return model.merge_and_unload().eval()
+    return model
 
 
-def load_model(model: str, adapter: str | None, device: str, dtype: str) -> tuple[Any, Any]:
-    """(model, tokenizer): an HF causal LM with eager attention, wrapped with ``adapter`` if given.
-
-    A calyrex-format adapter (CAL blocks, ParallelMLP) is attached with ``calyrex.load_adapter``;
-    a PEFT adapter (LoRA) is merged into the weights, which is what its forward computes.
-    """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if dtype == "auto":
-        dtype = "bfloat16" if device.startswith("cuda") else "float32"
-    if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; choose auto or one of {sorted(DTYPES)}")
-    tok = AutoTokenizer.from_pretrained(model)
-    hf_model = AutoModelForCausalLM.from_pretrained(
-        model, dtype=DTYPES[dtype], attn_implementation="eager"
-    )
-    hf_model = hf_model.to(device).eval()
-    if adapter is None:
-        return hf_model, tok
-    from ..loading import load_adapter
-
-    adapted = load_adapter(hf_model, adapter, tokenizer=tok)
-    if hasattr(adapted, "merge_and_unload"):  # PEFT (LoRA): merged weights, the same forward
-        adapted = adapted.merge_and_unload()
-    return adapted.eval(), tok
+def precision(dtype: str, device: str) -> str:
+    """The analysis' ``auto``: bf16 on a GPU, fp32 on the CPU (whatever its bf16 speed)."""
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if device.startswith("cuda") else "float32"
 
 
 def default_data(model: str) -> str:
@@ -85,10 +69,17 @@ def analyze(
     by default RuleWorld's for its backbone, else the built-in set. Writes OUT/analysis.json
     and OUT/analysis.png.
     """
+    from ..loading import load_model
+
     model = resolve_model(model)
     data = data or default_data(model)
     examples = load_examples(data)
-    lm, tok = load_model(model, adapter, device, dtype)
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    lm, tok = load_model(
+        model, adapter, precision(dtype, device), device, attn_implementation="eager"
+    )
+    lm = measured(lm)
     cfg = AnalysisConfig(
         max_examples, test_fraction, patch_chunk=patch_chunk, seed=seed, progress=progress
     )

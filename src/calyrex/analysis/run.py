@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..methods import accept_system_mask, is_calyrex
 from .blocks import BlockMeter
 from .capture import (
     capture,
@@ -101,7 +102,8 @@ def analyze_model(
     if len({e.rule_id for e in examples}) < 2:
         raise ValueError("the analysis needs conversations with at least two different rules")
     acc = Accumulator()
-    meter = BlockMeter(model) if hasattr(model, "cal_blocks") else None
+    model = accept_system_mask(model)  # one batch for every model: system_mask included
+    meter = BlockMeter(model) if is_calyrex(model) else None
     was_training = model.training
     model.eval()
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from .bench import EvalConfig
 
@@ -55,7 +54,7 @@ def eval_command(
         if responses:
             raise ValueError("--cases generates replies: give --model, not --responses")
         return cases_command(cases, out, model, adapter, max_new_tokens, batch_size, dtype, device)
-    from .runner import evaluate, resolve_suites
+    from .runner import evaluate_model, resolve_suites
 
     names = resolve_suites(suite)
     if responses and len(names) != 1:
@@ -75,26 +74,9 @@ def eval_command(
         seed=seed,
         shots=shots,
     )
-    info = {
-        "label": label or Path(adapter or model or responses or out).name,
-        "model": model,
-        "adapter": adapter,
-        "responses": responses,
-    }
-
-    def loader() -> tuple[Any, Any]:
-        from ..loading import load_model
-        from .generate import Generator
-
-        hf_model, tok = load_model(model, adapter, dtype, device)
-        return Generator(hf_model, tok, max_new_tokens, batch_size), None
-
-    def judge_factory() -> Any:
-        from .judge import make_judge
-
-        return make_judge(judge, judge_model)
-
-    summary = evaluate(names, out, config, responses, loader, judge_factory, info)
+    summary = evaluate_model(
+        names, out, config, model, adapter, responses, judge, judge_model, dtype, device, label
+    )
     return int(any(s["status"] != "ok" for s in summary["suites"].values()))
 
 

@@ -2,9 +2,10 @@
 
 Legend: B batch, T tokens.
 
-A calyrex model gets ``system_mask`` from :func:`calyrex.encode_chat` (the span is read from the
-conversation's structure); a base or PEFT model gets the same prompt without it. A prompt that
-does not fit the model's context window is never truncated: it comes back as a :class:`Skip`.
+Every model gets the same batch from :func:`calyrex.encode_chat`, ``system_mask`` included (the
+span is read from the conversation's structure): a calyrex model reads it, a base or PEFT model
+ignores it (:func:`calyrex.methods.accept_system_mask`). A prompt that does not fit the model's
+context window is never truncated: it comes back as a :class:`Skip`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from ..chat import encode_chat, encode_one, pad_batch
+from ..methods import accept_system_mask
 
 Message = dict[str, Any]
 
@@ -25,11 +27,6 @@ class Skip:
     """A prompt that was not run, and why (recorded in the results, never scored as zero)."""
 
     reason: str
-
-
-def uses_system_span(model: Any) -> bool:
-    """True for a calyrex model (its forward and generate take ``system_mask``)."""
-    return hasattr(model, "cal_blocks")
 
 
 def context_window(model: Any, tokenizer: Any) -> int:
@@ -44,12 +41,11 @@ class Generator:
     def __init__(
         self, model: Any, tokenizer: Any, max_new_tokens: int = 1024, batch_size: int = 8
     ) -> None:
-        self.model = model.eval()
+        self.model = accept_system_mask(model).eval()
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
         self.window = context_window(model, tokenizer)
-        self.span = uses_system_span(model)
 
     @property
     def device(self) -> torch.device:
@@ -91,11 +87,8 @@ class Generator:
         finally:
             tok.padding_side = side
         batch = {k: v.to(self.device) for k, v in batch.items()}  # (B, T) each
-        system_mask = batch.pop("system_mask")
-        kwargs = {"system_mask": system_mask} if self.span else {}
         ids = self.model.generate(
             **batch,
-            **kwargs,
             max_new_tokens=self.max_new_tokens,
             do_sample=False,
             pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
@@ -114,6 +107,4 @@ class Generator:
             )
         batch = pad_batch(self.tokenizer, [row], with_labels=True)
         batch = {k: v.to(self.device) for k, v in batch.items()}
-        system_mask = batch.pop("system_mask")
-        kwargs = {"system_mask": system_mask} if self.span else {}
-        return float(self.model(**batch, **kwargs).loss)
+        return float(self.model(**batch).loss)

@@ -31,7 +31,7 @@ from lm_eval.models.huggingface import HFLM
 
 from ..chat import ChatTemplateError, encode_one
 from ..markers import detect_system_mask, span_markers_reason
-from .generate import uses_system_span
+from ..methods import accept_system_mask, is_calyrex
 from .models import attach_adapter
 
 
@@ -42,9 +42,10 @@ class CalyrexLM(HFLM):
     def __init__(self, pretrained: Any, adapter: str | None = None, **kwargs: Any) -> None:
         self.adapter = adapter
         super().__init__(pretrained=pretrained, **kwargs)
+        accept_system_mask(self.model)  # loaded here or given: every call below passes system_mask
         self.markers, reason = span_markers_reason(self.tokenizer)
         self.spans: dict[tuple[int, ...], list[int]] = {}  # prompt ids → encode_chat's mask
-        if uses_system_span(self.model) and self.markers is None:
+        if is_calyrex(self.model) and self.markers is None:
             warnings.warn(
                 f"no input_ids-only span fallback for this tokenizer ({reason}); the system span "
                 "comes only from conversations rendered with --apply_chat_template",
@@ -98,8 +99,6 @@ class CalyrexLM(HFLM):
     def _model_call(
         self, inps: torch.Tensor, attn_mask: torch.Tensor | None = None, labels: Any = None
     ) -> torch.Tensor:
-        if not uses_system_span(self.model):
-            return super()._model_call(inps, attn_mask, labels)
         with (
             torch.no_grad(),
             torch.autocast(
@@ -114,7 +113,6 @@ class CalyrexLM(HFLM):
     def _model_generate(
         self, context: torch.Tensor, max_length: int, stop: list[str], **generation_kwargs: Any
     ) -> torch.Tensor:
-        if uses_system_span(self.model):
-            mask = generation_kwargs.get("attention_mask")  # left padding: the span starts after it
-            generation_kwargs["system_mask"] = self.system_mask(context, mask)
+        mask = generation_kwargs.get("attention_mask")  # left padding: the span starts after it
+        generation_kwargs["system_mask"] = self.system_mask(context, mask)
         return super()._model_generate(context, max_length, stop, **generation_kwargs)

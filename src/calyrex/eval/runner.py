@@ -109,6 +109,44 @@ def evaluate(
     return write_summary(out, info)
 
 
+def evaluate_model(
+    suites: list[str],
+    out: str | Path,
+    config: EvalConfig,
+    model: str | None = None,
+    adapter: str | None = None,
+    responses: str | None = None,
+    judge: str | None = None,
+    judge_model: str | None = None,
+    dtype: str = "auto",
+    device: str | None = None,
+    label: str | None = None,
+) -> dict[str, Any]:
+    """Score ``suites`` on ``model`` (+ ``adapter``, loaded by the one loader when a suite first
+    needs it) or on the ``responses`` file; returns the summary (also ``OUT/summary.json``):
+    ``{"label", "suites": {name: {"status", "metrics", ["reason"]}}}``."""
+    info = {
+        "label": label or Path(adapter or model or responses or out).name,
+        "model": model,
+        "adapter": adapter,
+        "responses": responses,
+    }
+
+    def loader() -> tuple[Any, Any]:
+        from ..loading import load_model
+        from .generate import Generator
+
+        hf_model, tok = load_model(model, adapter, dtype, device)
+        return Generator(hf_model, tok, config.max_new_tokens, config.batch_size), None
+
+    def judge_factory() -> Any:
+        from .judge import make_judge
+
+        return make_judge(judge, judge_model)
+
+    return evaluate(suites, out, config, responses, loader if model else None, judge_factory, info)
+
+
 def headline(record: dict[str, Any]) -> dict[str, Any]:
     """The scalar metrics of a benchmark record (what the summary and report show)."""
     metrics = record.get("metrics") or {}

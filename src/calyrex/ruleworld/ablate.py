@@ -13,10 +13,10 @@ import torch
 
 from ..placement import placement_layers
 from .corpus import sft_corpus, write_jsonl
-from .demo import DEFAULT, QUICK, TRAINING, _backbone, _train
+from .demo import DEFAULT, QUICK, TRAINING
 from .evaluate import EvalConfig, evaluate
 from .intervals import value
-from .pretrain import load_backbone
+from .train import DEVICE, DTYPE, backbone_dir, train_adapter
 from .world import World
 
 SUITES = ("rules", "injection", "tasks")
@@ -32,23 +32,23 @@ def ablate_ruleworld(
     steps: int | None = None,
 ) -> tuple[dict[str, dict], dict]:
     """Rows ``{"base" | preset: {"layers", "trainable_params", metric: value}}`` and the setup."""
-    from ..loading import load_adapter
+    from ..loading import load_model
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     cfg = QUICK if quick else TRAINING
     cfg = dataclasses.replace(cfg, steps=steps or cfg.steps)
     world = World(seed)
-    path = _backbone(root, quick, seed, backbone)
+    path = backbone_dir(root, quick, seed, backbone)
     data = root / "sft.jsonl"
     write_jsonl(sft_corpus(world, cfg.conversations), data)
     small = (QUICK if quick else DEFAULT).eval or {}  # the default demo's samples
     eval_cfg = EvalConfig(**{**small, "suites": SUITES})
-    base, tok = load_backbone(path)
+    base, tok = load_model(str(path), None, DTYPE, DEVICE)
     num_layers = base.config.num_hidden_layers
     rows = {"base": {"layers": [], **_metrics(base, tok, world, eval_cfg)}}
     for preset in presets:
-        info = _train("calyrex", path, data, root / preset, cfg, seed, placement=preset)
-        model = load_adapter(load_backbone(path)[0], str(root / preset / "adapter"))
+        info = train_adapter("calyrex", path, data, root / preset, cfg, seed, placement=preset)
+        model, _ = load_model(str(path), str(root / preset / "adapter"), DTYPE, DEVICE)
         rows[preset] = {"layers": placement_layers(preset, num_layers), **info}
         rows[preset].update(_metrics(model, tok, world, eval_cfg))
     setup = {"backbone": str(path), "seed": seed, "steps": cfg.steps, "lr": cfg.lr["calyrex"]}

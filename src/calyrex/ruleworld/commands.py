@@ -37,16 +37,14 @@ def evaluate(
     """Evaluate a model (default: the shipped backbone), optionally with an adapter, on RuleWorld."""
     import torch
 
-    from ..loading import load_adapter
-    from ..resolve import resolve_model
+    from ..loading import load_model
     from .evaluate import QUICK, EvalConfig
     from .evaluate import evaluate as _evaluate
-    from .pretrain import load_backbone
+    from .train import DEVICE, DTYPE
     from .world import World
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
-    hf_model, tok = load_backbone(resolve_model(model) if model else None)
-    net = load_adapter(hf_model, adapter) if adapter else hf_model
+    net, tok = load_model(model or "ruleworld", adapter, DTYPE, DEVICE)
     results = _evaluate(net, tok, World(seed), EvalConfig(**(QUICK if quick else {})))
     text = json.dumps(results, indent=2)
     print(text)

@@ -22,9 +22,8 @@ import torch
 from .corpus import sft_corpus, write_jsonl
 from .evaluate import EvalConfig, evaluate
 from .intervals import over_seeds
-from .pretrain import ASSET_DIR, load_backbone
-from .pretrain import pretrain as pretrain_backbone
 from .report import print_table, write_markdown, write_plots
+from .train import DEVICE, DTYPE, backbone_dir, backbone_name, train_adapter
 from .world import World
 
 METHODS = ("calyrex", "lora", "parallel_mlp")
@@ -84,76 +83,21 @@ QUICK = DemoConfig(
 PRESETS = {"quick": QUICK, "default": DEFAULT, "full": FULL}
 
 
-def _backbone(root: Path, quick: bool, seed: int, given: str | None, fresh: bool = False) -> Path:
-    """``given``, else the shipped backbone (seed 0, unless ``fresh``), else one pretrained
-    into ``root/backbone`` (reused when it is there; a tiny one when ``quick``)."""
-    if given:
-        return Path(given)
-    if (ASSET_DIR / "config.json").exists() and seed == 0 and not fresh:
-        return ASSET_DIR
-    path = root / "backbone"
-    if not (path / "config.json").exists():
-        pretrain_backbone(seed=seed, out=str(path), quick=quick)
-    return path
-
-
-def _train(
-    method: str,
-    backbone: Path,
-    data: Path,
-    out: Path,
-    cfg: DemoConfig,
-    seed: int,
-    placement: str = "late8th",
-    layers: list[int] | None = None,
-    block: dict[str, Any] | None = None,
-) -> dict:
-    from ..training import TrainConfig, train
-
-    result = train(
-        TrainConfig(
-            model=str(backbone),
-            method=method,
-            placement=placement,
-            layers=layers,
-            block=block,
-            data=str(data),
-            out=str(out),
-            max_steps=cfg.steps,
-            lr=cfg.lr[method],
-            batch_size=cfg.batch_size,
-            max_length=cfg.max_length,
-            seed=seed,
-            system_pool=[],  # the corpus has its own system prompts
-            save_steps=10**9,
-            logging_steps=max(1, cfg.steps // 10),
-            group_by_length=cfg.group_by_length,
-            precision="fp32",  # the recorded runs are fp32, on every machine
-        )
-    )
-    return {
-        "trainable_params": result.trainable_params,
-        "train_loss": round(result.final_loss, 4),
-        "train_seconds": round(result.seconds, 1),
-    }
-
-
 def _one_seed(root: Path, cfg: DemoConfig, world: World, path: Path, seed: int) -> tuple:
     """Train every method with training seed ``seed`` into ``root`` and evaluate each."""
-    from ..loading import load_adapter
+    from ..loading import load_model
 
     data = root / "sft.jsonl"
     if not data.exists():
         write_jsonl(sft_corpus(world, cfg.conversations), data)
     eval_cfg = EvalConfig(**(cfg.eval or {}))
-    tok = load_backbone(path)[1]
     methods: dict[str, dict] = {}
     trained, seconds = {}, {}
     for method in METHODS:
-        info = _train(method, path, data, root / method, cfg, seed)
+        info = train_adapter(method, path, data, root / method, cfg, seed)
         seconds[method] = info.pop("train_seconds")
         trained[method] = info
-        model = load_adapter(load_backbone(path)[0], str(root / method / "adapter"))
+        model, tok = load_model(str(path), str(root / method / "adapter"), DTYPE, DEVICE)
         if cfg.merge_lora and method == "lora":
             model = model.merge_and_unload()  # the same function in plain weights: faster
         methods[method] = evaluate(model, tok, world, eval_cfg)
@@ -188,11 +132,6 @@ def cpu_seconds() -> float:
     return round(usage.ru_utime + usage.ru_stime, 1)
 
 
-def _backbone_name(path: Path) -> str:
-    """The backbone as the record shows it: ``ruleworld`` (shipped) or the directory's name."""
-    return "ruleworld" if path.resolve() == ASSET_DIR.resolve() else path.name
-
-
 def run_demo(
     quick: bool = False,
     out: str = "ruleworld-demo",
@@ -210,6 +149,8 @@ def run_demo(
     of ``seed``; the base, which no seed changes, is evaluated once) and every rate becomes the
     mean over the seeds with its spread.
     """
+    from ..loading import load_model
+
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     preset = "quick" if quick else "full" if full else "default"
     start, root, cfg = time.time(), Path(out), PRESETS[preset]
@@ -217,10 +158,10 @@ def run_demo(
     seeds = seeds or (list(cfg.seeds) if cfg.seeds else None)
     root.mkdir(parents=True, exist_ok=True)
     world = World(seed)
-    path = _backbone(root, quick, seed, backbone, fresh=pretrain)
+    path = backbone_dir(root, quick, seed, backbone, fresh=pretrain)
     timing: dict[str, Any] = {"command": command}
     load = os.getloadavg()[0]  # a busy machine explains a slow run
-    base, tok = load_backbone(path)
+    base, tok = load_model(str(path), None, DTYPE, DEVICE)
     base_metrics = evaluate(base, tok, world, EvalConfig(**(cfg.eval or {})))
     timing["base_eval_seconds"] = round(time.time() - start, 1)
     runs = []
@@ -231,7 +172,7 @@ def run_demo(
         runs.append((s, {"base": base_metrics, **methods}, trained))
         timing[f"train_seconds_seed{s}"] = seconds
     setup: dict[str, Any] = {
-        "backbone": _backbone_name(path),
+        "backbone": backbone_name(path),
         "seed": seed,
         "train_seeds": [s for s, _, _ in runs],
         "preset": preset,

@@ -1,7 +1,7 @@
 """Evaluate any chat model on RuleWorld with the programmatic checkers.
 
-Works with a calyrex model (``system_mask`` is passed to ``generate``) and with a plain HF or
-PEFT model (no ``system_mask``). Generation is batched, greedy, left-padded. Each suite returns
+Works with any model: every one takes ``system_mask`` (a calyrex model reads it; a plain HF or
+PEFT model ignores it, :func:`calyrex.methods.accept_system_mask`). Generation is batched, greedy, left-padded. Each suite returns
 its metrics; :func:`evaluate` merges them into one ``{metric: Rate | {key: Rate}}`` dict, a
 :data:`~calyrex.ruleworld.intervals.Rate` being ``{"rate", "n", "ci95"}`` (Wilson for shares of
 examples, a bootstrap over sessions for multi-turn adherence). Attack metrics are success rates
@@ -10,7 +10,6 @@ examples, a bootstrap over sessions for multi-turn adherence). Attack metrics ar
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import torch
 
 from ..chat import encode_one, pad_batch
+from ..methods import accept_system_mask
 from . import attacks
 from .checkers import access_granted, check_all
 from .families import FAMILIES, family_examples
@@ -44,10 +44,6 @@ class EvalConfig:
 
 
 QUICK = dict(n=12, shots=(1, 4, 16), context_tokens=(0, 512))
-
-
-def _accepts_system_mask(model: Any) -> bool:
-    return "system_mask" in inspect.signature(model.generate).parameters
 
 
 def batches(
@@ -81,7 +77,7 @@ def generate(
 ) -> list[str]:
     """Greedy replies to ``conversations`` (each ending with a user turn), in order; batched by
     :func:`batches` (by token count with ``batch_tokens``, else by characters)."""
-    use_mask = _accepts_system_mask(model)
+    model = accept_system_mask(model)
     side, tokenizer.padding_side = tokenizer.padding_side, "left"
     rows = [encode_one(tokenizer, c, add_generation_prompt=True) for c in conversations]
     if batch_tokens is None:
@@ -93,11 +89,8 @@ def generate(
         for idx in batches(lengths, batch_size, batch_tokens):
             batch = pad_batch(tokenizer, [rows[i] for i in idx], with_labels=False)
             batch = batch.to(next(model.parameters()).device)
-            system_mask = batch.pop("system_mask")
-            extra = {"system_mask": system_mask} if use_mask else {}
             out = model.generate(
                 **batch,
-                **extra,
                 max_new_tokens=max_new_tokens,
                 do_sample=False,
                 pad_token_id=tokenizer.pad_token_id,

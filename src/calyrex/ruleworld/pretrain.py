@@ -8,7 +8,7 @@ same on assistant tokens alone (``loss_on="both"``), which weights the answers u
 all tokens only, the model did not learn to copy words in the CPU budget. Everything is
 drawn from ``seed``; the model and tokenizer are saved with ``save_pretrained`` next to a
 ``ruleworld.json`` recording the seed, the configuration and the exact command. The weights
-are stored in bf16 (the packaged copy is 8 MB) and load as fp32.
+are stored in bf16 (the packaged copy is 8 MB); RuleWorld loads them in fp32 (``train.DTYPE``).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "ruleworld"
 
 
 def asset_dir() -> Path:
-    """The packaged backbone's directory (the ``ruleworld`` entry of the model resolver)."""
-    return ASSET_DIR
+    """The packaged backbone's directory, checked (the ``ruleworld`` entry of the model
+    resolver, ``calyrex.resolve.NAMED_MODELS``)."""
+    return check_backbone(ASSET_DIR)
 
 
 @dataclass
@@ -140,8 +141,7 @@ def train_backbone(cfg: PretrainConfig, progress: bool = True) -> tuple[Any, Any
     for step in bar:
         if not plan:
             plan = batches(rows, cfg.batch_tokens, rng)
-        batch = dict(pad_batch(tok, plan.pop(), with_labels=True))
-        batch.pop("system_mask")
+        batch = dict(pad_batch(tok, plan.pop(), with_labels=True))  # system_mask unused
         for group in opt.param_groups:
             group["lr"] = _lr(step, cfg)
         loss = _loss(model, batch, cfg.loss_on)
@@ -212,11 +212,10 @@ def pretrain(
     return stats
 
 
-def load_backbone(path: str | Path | None = None) -> tuple[Any, Any]:
-    """(model, tokenizer) of the shipped backbone (or the one saved at ``path``), fp32, eval."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path = Path(path) if path else ASSET_DIR
+def check_backbone(path: Path = ASSET_DIR) -> Path:
+    """``path``, once it holds a saved backbone whose weights match the sha256 that its
+    ``ruleworld.json`` records (when it has one); load it with ``calyrex.loading.load_model``."""
+    path = Path(path)
     if not (path / "config.json").exists():
         raise FileNotFoundError(
             f"no RuleWorld backbone at {path}; build it with `calyrex ruleworld-pretrain`"
@@ -228,5 +227,4 @@ def load_backbone(path: str | Path | None = None) -> tuple[Any, Any]:
             f"{path}/model.safetensors does not match the sha256 in ruleworld.json: the file is "
             "corrupted or was replaced; rebuild it with `calyrex ruleworld-pretrain`"
         )
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    return model, AutoTokenizer.from_pretrained(path)
+    return path

@@ -19,10 +19,10 @@ from typing import Any
 import torch
 
 from .corpus import sft_corpus, write_jsonl
-from .demo import TRAINING, DemoConfig, _backbone, _backbone_name, _train, cpu_seconds
+from .demo import TRAINING, DemoConfig, cpu_seconds
 from .evaluate import EvalConfig, evaluate
 from .intervals import over_seeds
-from .pretrain import load_backbone
+from .train import DEVICE, DTYPE, backbone_dir, backbone_name, train_adapter
 from .world import World
 
 SUITES = ("rules", "multiturn", "families", "tensortrust", "tasks")
@@ -128,7 +128,7 @@ def run_study(
     ``OUT/NAME-seedS`` for the others; the world, corpus and evaluation sets stay ``seed``'s) and
     every rate is the mean over the seeds with the wider of the seeds' t-interval and the
     examples' own (:func:`~calyrex.ruleworld.intervals.over_seeds`); ``per_seed`` keeps each."""
-    from ..loading import load_adapter
+    from ..loading import load_model
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     start, root = time.time(), Path(out)
@@ -138,15 +138,15 @@ def run_study(
     seeds = list(train_seeds) if train_seeds else [seed]
     cfg = replace(TRAINING, steps=2, conversations=40) if quick else TRAINING
     world = World(seed)
-    path = _backbone(root, quick, seed, None)
+    path = backbone_dir(root, quick, seed, None)
     data = root / "sft.jsonl"
     write_jsonl(sft_corpus(world, cfg.conversations), data)
     eval_cfg = EvalConfig(**(QUICK_EVAL if quick else EVAL), suites=SUITES, progress=False)
-    base, tok = load_backbone(path)
+    base, tok = load_model(str(path), None, DTYPE, DEVICE)
     methods = {"base": evaluate(base, tok, world, eval_cfg)}
     trained: dict[str, dict] = {}
     setup = {
-        "backbone": _backbone_name(path),
+        "backbone": backbone_name(path),
         "seed": seed,
         "sft_conversations": cfg.conversations,
         "steps": cfg.steps,
@@ -179,7 +179,7 @@ def run_study(
             where = root / (v.name if s == seed else f"{v.name}-seed{s}")
             infos.append(
                 _reuse(where)
-                or _train(
+                or train_adapter(
                     v.method,
                     path,
                     data,
@@ -191,7 +191,7 @@ def run_study(
                     block=dict(v.block) or None,
                 )
             )
-            model = load_adapter(load_backbone(path)[0], str(where / "adapter"))
+            model, _ = load_model(str(path), str(where / "adapter"), DTYPE, DEVICE)
             runs[str(s)] = evaluate(model, tok, world, eval_cfg)
         trained[v.name] = {**asdict(v), **_over_seeds(infos)}
         methods[v.name] = over_seeds(list(runs.values())) if len(runs) > 1 else runs[str(seed)]

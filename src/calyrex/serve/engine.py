@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from .. import hf
+from ..methods import accept_system_mask
 from .batch import DecodeBatch
 from .config import ServeConfig
 from .errors import APIError
@@ -107,13 +108,13 @@ class Engine:
     def __init__(
         self, model: Any, tokenizer: Any, cfg: ServeConfig, metrics: Metrics | None = None
     ) -> None:
-        self.model, self.tokenizer, self.cfg = model.eval(), tokenizer, cfg
+        # every model takes system_mask (a calyrex model reads it; others ignore it)
+        self.model, self.tokenizer, self.cfg = accept_system_mask(model).eval(), tokenizer, cfg
         # HF fast tokenizers mutate their state on every call: the engine thread decodes with its
         # own copy (encoding threads have theirs, calyrex.serve.encoder)
         self._detokenizer = copy.deepcopy(tokenizer)
         self.metrics = metrics or Metrics()
         self.cache = PromptCache(cfg.cache_bytes)
-        self.uses_span = hasattr(model, "cal_blocks")  # a plain HF model takes no system_mask
         self.adapter = adapter_digest(model)
         self.dtype = hf.weights_dtype(model)
         self.device = next(model.parameters()).device
@@ -303,9 +304,12 @@ class Engine:
     def _forward(self, ids: torch.Tensor, span: torch.Tensor, cache: Any) -> Any:
         """One prefill call of (1, T) tokens after ``cache``; counts every token it runs."""
         self.metrics.add("calyrex_prefill_tokens_forwarded_total", ids.shape[1])
-        kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": True, "logits_to_keep": 1}
-        if self.uses_span:
-            kwargs["system_mask"] = span
+        kwargs: dict[str, Any] = {
+            "input_ids": ids,
+            "system_mask": span,
+            "use_cache": True,
+            "logits_to_keep": 1,
+        }
         if cache is not None:
             kwargs.update(hf.cache_kwargs(self.model, cache))
         return self.model(**kwargs)

@@ -20,6 +20,7 @@ import torch
 from ..baselines import matched_counts
 from ..chat import pad_batch
 from ..config import CalyrexConfig
+from ..loading import load_model
 from ..markers import span_markers_reason
 from ..methods import adapt
 from ..model import CalyrexModel, count_trainable, whole
@@ -49,24 +50,6 @@ class ChatCollator:
 
     def __call__(self, rows: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
         return dict(pad_batch(self.tokenizer, rows, with_labels=True))
-
-
-def load_backbone(
-    name: str, revision: str | None, trust_remote_code: bool, dtype: torch.dtype
-) -> tuple[Any, Any]:
-    """Tokenizer and causal LM from a hub id or a local directory (``save_pretrained`` layout)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from ..resolve import resolve_model
-
-    name = resolve_model(name, revision)
-    tok = AutoTokenizer.from_pretrained(
-        name, revision=revision, trust_remote_code=trust_remote_code
-    )
-    model = AutoModelForCausalLM.from_pretrained(
-        name, revision=revision, trust_remote_code=trust_remote_code, dtype=dtype
-    )
-    return tok, model
 
 
 def adapter_checksum(model: torch.nn.Module) -> str:
@@ -172,6 +155,7 @@ def _adapted(cfg: TrainConfig, base: Any, cal_cfg: CalyrexConfig, tok: Any) -> A
     if is_peft_adapter(directory):  # trainable, unlike PeftModel.from_pretrained's default
         from peft import PeftModel
 
+        # around ``base`` from load_model, which takes system_mask already: so does the PEFT model
         model, method = PeftModel.from_pretrained(base, str(directory), is_trainable=True), "lora"
     else:
         model = load_adapter(base, directory, tokenizer=tok)
@@ -207,12 +191,15 @@ def train(cfg: TrainConfig) -> TrainResult:
     # state stay fp32); on CUDA the frozen backbone is stored in bf16
     choice = resolve_precision(cfg.precision, "cuda" if torch.cuda.is_available() else "cpu")
     args = _training_args(cfg, choice.precision)  # first: sets up the process group (torchrun)
-    dtype = (
-        torch.bfloat16
-        if choice.precision == "bf16" and torch.cuda.is_available()
-        else torch.float32
+    dtype = "bfloat16" if choice.precision == "bf16" and torch.cuda.is_available() else "float32"
+    # on the CPU: the Trainer places it (one device per rank under torchrun)
+    base, tok = load_model(
+        cfg.model,
+        dtype=dtype,
+        device="cpu",
+        revision=cfg.revision,
+        trust_remote_code=cfg.trust_remote_code,
     )
-    tok, base = load_backbone(cfg.model, cfg.revision, cfg.trust_remote_code, dtype)
     stats = EncodeStats()
     rows = _encode(cfg, tok, stats)
 
