@@ -100,9 +100,9 @@ def long_prompts(model, tok, world, n: int = 4) -> dict:
 def lora_merged(base_path: Path, tok, world, n: int = 48) -> dict:
     """Seconds to answer ``n`` short prompts with the PEFT LoRA adapter vs merged."""
     from calyrex import adapt
+    from calyrex.loading import load_model
     from calyrex.ruleworld import attacks
     from calyrex.ruleworld.evaluate import generate
-    from calyrex.loading import load_model
 
     prompts = [e.messages for e in attacks.injection_examples(world, n)]
     peft_model = adapt(load_model(str(base_path), None, "float32", "cpu")[0], "lora", seed=0).eval()
@@ -117,9 +117,9 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "ruleworld" / "sizing.json"))
     args = parser.parse_args()
     torch.set_num_threads(min(torch.get_num_threads(), 2))
+    from calyrex.loading import load_model
     from calyrex.ruleworld.corpus import sft_corpus, write_jsonl
     from calyrex.ruleworld.demo import FULL
-    from calyrex.loading import load_model
     from calyrex.ruleworld.world import World
 
     start, load = time.time(), os.getloadavg()[0]
