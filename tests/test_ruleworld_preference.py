@@ -6,7 +6,8 @@ import json
 
 from calyrex.ruleworld import attacks, families
 from calyrex.ruleworld.checkers import check
-from calyrex.ruleworld.preference import preference_corpus, rule_pair, write_pairs
+from calyrex.ruleworld.corpus import write_rows
+from calyrex.ruleworld.preference import preference_corpus, rule_pair
 from calyrex.ruleworld.world import World
 
 
@@ -16,7 +17,7 @@ def _rows(n: int = 600) -> list[dict]:
 
 def test_rows_are_trl_conversational_pairs(tmp_path):
     rows = _rows(50)
-    assert write_pairs(iter(rows), tmp_path / "p.jsonl") == 50
+    assert write_rows(iter(rows), tmp_path / "p.jsonl") == 50
     back = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert back == rows
     for row in rows:

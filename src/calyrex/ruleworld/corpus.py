@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .lexicon import TOPICS
@@ -155,13 +155,18 @@ def sft_corpus(world: World, n: int, stream: str = "sft") -> Iterator[Messages]:
     return (sft_conversation(world, rng) for _ in range(n))
 
 
-def write_jsonl(conversations: Iterator[Messages], path: str | Path) -> int:
-    """Write ``{"messages": [...]}`` lines; returns the number written."""
+def write_rows(rows: Iterable[dict], path: str | Path) -> int:
+    """Write one JSON object per line; returns the number written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
     with path.open("w") as f:
-        for messages in conversations:
-            f.write(json.dumps({"messages": messages}) + "\n")
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
             count += 1
     return count
+
+
+def write_jsonl(conversations: Iterator[Messages], path: str | Path) -> int:
+    """Write ``{"messages": [...]}`` lines; returns the number written."""
+    return write_rows(({"messages": messages} for messages in conversations), path)

@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .corpus import sft_corpus, write_jsonl
+from .corpus import sft_corpus, write_jsonl, write_rows
 from .demo import METHODS, TRAINING, DemoConfig
 from .evaluate import EvalConfig, evaluate
 from .intervals import T95, Z95, over_seeds
-from .preference import preference_corpus, write_pairs
+from .preference import preference_corpus
 from .train import DEVICE, DTYPE, backbone_dir, train_adapter
 from .world import World
 
@@ -113,7 +113,7 @@ def run_seed(root: Path, backbone: Path, world: World, cfg: DpoConfig, seed: int
     if not sft_data.is_file():
         write_jsonl(sft_corpus(world, cfg.sft.conversations), sft_data)
     if not pairs.is_file():
-        write_pairs(preference_corpus(world, cfg.pairs), pairs)
+        write_rows(preference_corpus(world, cfg.pairs), pairs)
     for method in METHODS:
         where = root / f"seed-{seed}" / method
         for stage in ("sft", "dpo"):

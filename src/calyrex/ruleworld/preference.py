@@ -16,10 +16,8 @@ Rows are TRL's conversational preference format, what ``calyrex train --objectiv
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from .attacks import violating_task
@@ -109,12 +107,3 @@ def preference_row(world: World, rng: random.Random) -> Row:
 def preference_corpus(world: World, n: int, stream: str = "preference") -> Iterator[Row]:
     rng = world.rng(stream)
     return (preference_row(world, rng) for _ in range(n))
-
-
-def write_pairs(rows: Iterator[Row], path: str | Path) -> int:
-    """Write the rows as JSONL; returns how many."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(row) for row in rows]
-    path.write_text("".join(line + "\n" for line in lines))
-    return len(lines)
