@@ -15,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+from doc_blocks import rewrite
+
 from calyrex.study.markdown import (
     differences_table,
     dpo_table,
@@ -68,23 +70,8 @@ def main() -> int:
         print(f"left alone: {REPORT} missing", file=sys.stderr)
         return 0
     new_block = block(json.loads(REPORT.read_text()))
-    stale = []
-    for page in PAGES:
-        text = page.read_text(encoding="utf-8")
-        if BEGIN not in text or END not in text:
-            print(f"{page.relative_to(ROOT)} has no {BEGIN} … {END} markers", file=sys.stderr)
-            return 1
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        new = head + new_block + tail
-        if new != text:
-            stale.append(page.relative_to(ROOT))
-            if not args.check:
-                page.write_text(new, encoding="utf-8")
-    if args.check and stale:
-        names = ", ".join(map(str, stale))
-        print(f"stale: {names}: run python scripts/readme_study.py", file=sys.stderr)
-    return int(args.check and bool(stale))
+    blocks = {(page, "study-real"): new_block for page in PAGES}
+    return rewrite(blocks, ROOT, args.check, "python scripts/readme_study.py")
 
 
 if __name__ == "__main__":

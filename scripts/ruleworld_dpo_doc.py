@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from doc_blocks import rewrite
+
 from calyrex.ruleworld.dpo_report import markdown, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,7 +19,7 @@ SOURCE = (
 )
 
 
-def blocks(result: dict) -> dict[tuple[Path, str], list[str]]:
+def blocks_of(result: dict) -> dict[tuple[Path, str], list[str]]:
     said = verdict(result) if result.get("seeds") else "The RuleWorld DPO study has no seed yet."
     return {
         (ROOT / "docs" / "dpo.md", "ruleworld-dpo"): [f"{SOURCE}:", "", *markdown(result)],
@@ -32,25 +34,11 @@ def main() -> int:
     if not RESULT.is_file():
         print(f"left alone: {RESULT} missing", file=sys.stderr)
         return 0
-    stale = []
-    for (page, name), lines in blocks(json.loads(RESULT.read_text())).items():
-        begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
-        text = page.read_text(encoding="utf-8")
-        if begin not in text or end not in text:
-            print(f"{page.relative_to(ROOT)} has no {begin} … {end} markers", file=sys.stderr)
-            return 1
-        head, rest = text.split(begin, 1)
-        _, tail = rest.split(end, 1)
-        new = head + "\n".join([begin, *lines, end]) + tail
-        if new != text:
-            stale.append(str(page.relative_to(ROOT)))
-            if not args.check:
-                page.write_text(new, encoding="utf-8")
-    if args.check and stale:
-        print(
-            f"stale: {', '.join(stale)}: run python scripts/ruleworld_dpo_doc.py", file=sys.stderr
-        )
-    return int(args.check and bool(stale))
+    blocks = {
+        (page, name): "\n".join([f"<!-- BEGIN {name} -->", *lines, f"<!-- END {name} -->"])
+        for (page, name), lines in blocks_of(json.loads(RESULT.read_text())).items()
+    }
+    return rewrite(blocks, ROOT, args.check, "python scripts/ruleworld_dpo_doc.py")
 
 
 if __name__ == "__main__":
