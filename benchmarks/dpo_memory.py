@@ -68,9 +68,9 @@ def rss_mb() -> float:
 def child(variant: str, model: str, steps: int) -> dict:
     import torch
 
-    from calyrex.loading import load_model
-    from calyrex.markers import span_markers_reason
-    from calyrex.methods import adapt
+    from calyrex.adapters.loading import load_model
+    from calyrex.adapters.methods import adapt
+    from calyrex.span.markers import span_markers_reason
     from calyrex.training import TrainConfig
     from calyrex.training.dpo import PreferenceTrainer, encode_pairs
     from calyrex.training.run import _training_args

@@ -100,7 +100,7 @@ def long_prompts(model, tok, world, n: int = 4) -> dict:
 def lora_merged(base_path: Path, tok, world, n: int = 48) -> dict:
     """Seconds to answer ``n`` short prompts with the PEFT LoRA adapter vs merged."""
     from calyrex import adapt
-    from calyrex.loading import load_model
+    from calyrex.adapters.loading import load_model
     from calyrex.ruleworld import attacks
     from calyrex.ruleworld.evaluate import generate
 
@@ -117,7 +117,7 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "ruleworld" / "sizing.json"))
     args = parser.parse_args()
     torch.set_num_threads(min(torch.get_num_threads(), 2))
-    from calyrex.loading import load_model
+    from calyrex.adapters.loading import load_model
     from calyrex.ruleworld.corpus import sft_corpus, write_jsonl
     from calyrex.ruleworld.demo import FULL
     from calyrex.ruleworld.world import World

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import torch
 
-from calyrex.loading import load_model
+from calyrex.adapters.loading import load_model
 from calyrex.serve.config import ServeConfig
 from calyrex.serve.engine import Engine
 from calyrex.serve.local import local_server

@@ -5,7 +5,7 @@
 
 Every ``.py`` file under ``src/calyrex`` is parsed with :mod:`ast` (nothing is imported) and
 belongs to a *unit*: its top-level subpackage (``calyrex/serve/…`` → ``serve``) or, for a module
-directly in the package, that module (``calyrex/wrap.py`` → ``wrap``); ``calyrex/__init__.py``
+directly in the package, that module (``calyrex/cli.py`` → ``cli``); ``calyrex/__init__.py``
 is the unit ``calyrex``. An import statement anywhere in a file (module level or inside a
 function; not under ``if TYPE_CHECKING:``) is an edge from its unit to the unit it names.
 A string naming a calyrex module (``"calyrex.ruleworld.pretrain:asset_dir"``, imported later by
@@ -88,7 +88,7 @@ def imported(path: Path) -> tuple[set[str], set[str]]:
                 target = node.module or ""
             if target.split(".")[0] != PACKAGE:
                 continue
-            # `from calyrex import wrap` imports the module calyrex.wrap when there is one
+            # `from calyrex.core import wrap` imports the module calyrex.core.wrap
             subs = [f"{target}.{a.name}" for a in node.names if is_module(f"{target}.{a.name}")]
             found.update(subs or [target])
             if len(subs) < len(node.names):

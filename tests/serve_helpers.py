@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import calyrex
-from calyrex.chat import encode_chat
 from calyrex.serve.config import ServeConfig
 from calyrex.serve.engine import Engine
+from calyrex.span.chat import encode_chat
 from calyrex.testing import tiny_model
 from conftest import randomize
 

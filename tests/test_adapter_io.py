@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import calyrex
-from calyrex.adapter_io import CONFIG_NAME, WEIGHTS_NAME
+from calyrex.core.adapter_io import CONFIG_NAME, WEIGHTS_NAME
 from calyrex.testing import tiny_model
 from conftest import CONVS, logits, randomize
 
@@ -102,7 +102,7 @@ def test_atomic_save_leaves_no_temporary_files(saved):
 def test_weight_sample_positions_stay_inside_any_tensor(numel):
     """Integer positions: a float32 linspace rounded its last sample past the end of a tensor
     with more than 2^24 elements (SmolLM2's embedding: 28,311,552)."""
-    from calyrex.hf import sample_positions
+    from calyrex.core.hf import sample_positions
 
     idx = sample_positions(numel, 8)
     assert len(idx) == min(8, numel) and int(idx[0]) == 0 and int(idx[-1]) == numel - 1

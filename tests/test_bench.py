@@ -9,13 +9,13 @@ import pytest
 import torch
 
 import calyrex
-from calyrex import hf
+from calyrex.backbones.precision import choose
 from calyrex.bench import flops
 from calyrex.bench.command import bench
 from calyrex.bench.measure import peak_bytes
 from calyrex.bench.shapes import backbone_config
-from calyrex.cal_cache import share_prefix
-from calyrex.precision import choose
+from calyrex.core import hf
+from calyrex.core.cal_cache import share_prefix
 from calyrex.testing import tiny_model, tiny_tokenizer
 from conftest import randomize
 

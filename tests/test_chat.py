@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import calyrex
-from calyrex.chat import IGNORE_INDEX
+from calyrex.span.chat import IGNORE_INDEX
 from calyrex.testing import tiny_tokenizer
 from conftest import CONVS, SYSTEM
 

@@ -11,10 +11,10 @@ from typing import Literal
 import pytest
 
 from calyrex import cli
+from calyrex.adapters.methods import METHODS
+from calyrex.backbones.precision import PRECISIONS
 from calyrex.bench.config import BenchConfig
 from calyrex.cli_fields import add_options, options_from
-from calyrex.methods import METHODS
-from calyrex.precision import PRECISIONS
 from calyrex.training.config import TrainConfig
 
 

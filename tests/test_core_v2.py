@@ -16,8 +16,8 @@ import torch
 from transformers import DynamicCache, StaticCache
 
 import calyrex
-from calyrex.cal_cache import cal_cache
-from calyrex.model import AlreadyWrappedError
+from calyrex.core.cal_cache import cal_cache
+from calyrex.core.model import AlreadyWrappedError
 from calyrex.testing import tiny_model
 from conftest import CONVS, encode, logits
 
@@ -337,7 +337,7 @@ def test_load_adapter_refuses_another_checkpoint_naming_the_tensor(tok, pair, tm
 
 
 def test_an_old_adapter_without_weight_samples_loads_with_a_warning(tok, pair, tmp_path):
-    from calyrex.adapter_io import CONFIG_NAME
+    from calyrex.core.adapter_io import CONFIG_NAME
 
     _, wrapped = pair
     wrapped.save_adapter(tmp_path)
@@ -456,7 +456,7 @@ def test_a_pass_through_block_equals_the_same_block_zeroed(tok, pair):
 def test_a_refused_second_adapter_changes_nothing(tok, pair, method):
     """Adapting a model that already carries calyrex blocks is refused before anything is
     touched: the first wrapper's outputs and trainable parameters stay as they were."""
-    from calyrex.methods import adapt
+    from calyrex.adapters.methods import adapt
 
     _, wrapped = pair
     batch = _batch(tok)
@@ -471,7 +471,7 @@ def test_a_refused_second_adapter_changes_nothing(tok, pair, method):
 def test_packed_documents_under_a_system_span_are_refused(tok, pair):
     """Padding-free packing (restarting position_ids), a 4-D block mask or flash-attention's
     cu_seq_lens would let a second document see the first one's system span: refused."""
-    from calyrex.mask import positions_restart
+    from calyrex.core.mask import positions_restart
 
     _, wrapped = pair
     batch = _batch(tok, [CONVS[0]])

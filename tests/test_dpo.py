@@ -9,9 +9,9 @@ import torch
 from safetensors.torch import load_file
 
 import calyrex
-from calyrex.layer import SPAN_KW
-from calyrex.markers import detect_system_mask, span_markers_reason
-from calyrex.mask import span_key_flags
+from calyrex.core.layer import SPAN_KW
+from calyrex.core.mask import span_key_flags
+from calyrex.span.markers import detect_system_mask, span_markers_reason
 from calyrex.testing import tiny_model, tiny_tokenizer
 from calyrex.training import DataError, TrainConfig, train
 from calyrex.training import run as run_module

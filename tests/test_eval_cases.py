@@ -276,12 +276,12 @@ def test_end_to_end_through_the_cli(tiny_dir, tmp_path):
 
 
 def test_a_malformed_file_fails_before_the_model_loads(tmp_path, monkeypatch, capsys):
-    import calyrex.loading
+    import calyrex.adapters.loading
 
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr(calyrex.loading, "load_model", refuse)
+    monkeypatch.setattr(calyrex.adapters.loading, "load_model", refuse)
     cases = write(tmp_path, GOOD, expect(regex="(unclosed"))
     out = tmp_path / "out"
     args = ["eval", "--model", "no/such/model", "--cases", str(cases), "--out", str(out)]

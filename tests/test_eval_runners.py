@@ -122,7 +122,7 @@ def test_too_long_context_is_a_recorded_skip(saved, tmp_path):
 def test_a_peft_lora_adapter_is_loaded_through_peft(saved, tmp_path):
     from peft import LoraConfig, PeftModel, get_peft_model
 
-    from calyrex.loading import load_model
+    from calyrex.adapters.loading import load_model
 
     base = tiny_model("qwen2")
     lora = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))

@@ -68,14 +68,14 @@ def test_the_cycle_finder_finds_a_cycle():
 
 
 def test_adapter_files_import_no_model_code():
-    """adapter_io reads, verifies and writes files; building a model is calyrex.loading."""
+    """adapter_io reads, verifies and writes files; building a model is calyrex.adapters.loading."""
     graph = _graph()
-    assert not graph["calyrex.adapter_io"] & {
-        "calyrex.model",
-        "calyrex.methods",
-        "calyrex.baselines",
-        "calyrex.wrap",
-        "calyrex.loading",
+    assert not graph["calyrex.core.adapter_io"] & {
+        "calyrex.core.model",
+        "calyrex.adapters.methods",
+        "calyrex.adapters.baselines",
+        "calyrex.core.wrap",
+        "calyrex.adapters.loading",
     }
 
 
@@ -108,14 +108,15 @@ def test_lower_layers_never_reach_up():
     assert {f: m for f, m in offenders.items() if m} == {}
 
 
-CORE = (
-    "block", "mask", "cal_cache", "layer", "model", "wrap", "markers", "chat", "config",
-    "placement", "hf", "names", "precision", "adapter_io", "loading", "methods", "baselines",
-    "resolve",
-)  # fmt: skip
+# The foundation, bottom to top: each package may import those before it, never one after it.
+FOUNDATION = ("span", "core", "backbones", "adapters")
 APPS = (
     "ruleworld", "reproduce", "study", "eval", "training", "serve", "bench", "analysis", "cli",
 )  # fmt: skip
+
+
+def _package_files(package: str) -> list[Path]:
+    return sorted((SRC / "calyrex" / package).rglob("*.py"))
 
 
 def _app_imports(path: Path, source: str | None = None) -> list[str]:
@@ -126,24 +127,38 @@ def _app_imports(path: Path, source: str | None = None) -> list[str]:
 
 
 def test_the_core_never_reaches_up_to_the_apps():
-    """The core a reader must trust, the one loader and the resolver stand below every app:
-    none of them imports an app, not even lazily inside a function (RuleWorld registers its
-    backbone with the resolver by name, ``resolve.NAMED_MODELS``; the resolver imports it only
-    when that name is resolved)."""
-    offenders = {name: _app_imports(SRC / "calyrex" / f"{name}.py") for name in CORE}
+    """The core a reader must trust, the span rule, the one loader and the resolver stand below
+    every app: none of them imports an app, not even lazily inside a function (RuleWorld
+    registers its backbone with the resolver by name, ``resolve.NAMED_MODELS``; the resolver
+    imports it only when that name is resolved)."""
+    offenders = {
+        str(f.relative_to(SRC)): _app_imports(f) for pkg in FOUNDATION for f in _package_files(pkg)
+    }
     assert {f: m for f, m in offenders.items() if m} == {}
+
+
+def test_the_foundation_points_one_way():
+    """span → core → backbones → adapters: a package never imports one above it."""
+    offenders = {}
+    for level, pkg in enumerate(FOUNDATION):
+        above = tuple(f"calyrex.{p}" for p in FOUNDATION[level + 1 :])
+        for f in _package_files(pkg):
+            bad = sorted(m for m in _imports_anywhere(f) if m.startswith(above))
+            if bad:
+                offenders[str(f.relative_to(SRC))] = bad
+    assert offenders == {}
 
 
 def test_the_layering_check_sees_lazy_imports():
     """Relative or absolute, at the top or inside a function: each is seen."""
     source = (
-        "from .model import CalyrexModel\n"
+        "from ..core.model import CalyrexModel\n"
         "def f():\n"
-        "    from .ruleworld.pretrain import asset_dir\n"
+        "    from ..ruleworld.pretrain import asset_dir\n"
         "    import calyrex.eval.runner\n"
         "    from calyrex import training\n"
     )
-    found = _app_imports(SRC / "calyrex" / "resolve.py", source)
+    found = _app_imports(SRC / "calyrex" / "backbones" / "resolve.py", source)
     assert found == [
         "calyrex.eval.runner",
         "calyrex.ruleworld.pretrain",

@@ -1,6 +1,6 @@
 import torch
 
-from calyrex.mask import rows_with_keys, span_causal_mask, span_indices
+from calyrex.core.mask import rows_with_keys, span_causal_mask, span_indices
 
 
 def test_span_indices_compacts_each_row_in_order():

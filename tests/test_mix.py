@@ -146,7 +146,7 @@ def test_sft_mix_loads_through_the_trainer_and_tokenises(sft_rows, tmp_path):
 def test_sft_mix_fits_smollm2_sequences(sft_rows):
     """With the real SmolLM2 tokenizer (when already converted here), at the study's 256 tokens
     the trainer keeps at least 97 % of the rows."""
-    from calyrex.smollm2 import SOURCE_RECORD, calyrex_home
+    from calyrex.backbones.smollm2 import SOURCE_RECORD, calyrex_home
 
     dirs = sorted((calyrex_home() / "models").glob("SmolLM2-135M-Instruct-*"))
     dirs = [d for d in dirs if (d / SOURCE_RECORD).is_file()]
@@ -299,7 +299,7 @@ def test_preference_pairs_are_the_sft_mixs_injections_and_access_codes(real_data
 
 
 def test_cli_writes_the_mix_and_its_recipe_atomically(tmp_path, capsys, real_data):
-    from calyrex.adapter_io import file_sha256
+    from calyrex.core.adapter_io import file_sha256
 
     out = tmp_path / "sft.jsonl"
     assert main(["mix", "--out", str(out), "--n", "40", "--seed", "1", "--stats"]) == 0

@@ -185,8 +185,8 @@ def test_bf16_forward(tok):
 
 
 def test_gqa_block_equals_repeated_kv_reference():
-    from calyrex.block import CALBlock
-    from calyrex.cal_cache import CALCache
+    from calyrex.core.block import CALBlock
+    from calyrex.core.cal_cache import CALCache
 
     cfg = calyrex.CalyrexConfig(
         num_heads=4,

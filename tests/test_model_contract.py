@@ -138,7 +138,7 @@ def test_one_probe_and_one_loader_in_the_source():
             probes.append(path.name)
         if "def load_model(" in text or "def load_backbone(" in text:
             loaders.append(str(path.relative_to(src)))
-    assert probes == [] and sorted(loaders) == ["loading.py"]
+    assert probes == [] and sorted(loaders) == ["adapters/loading.py"]
 
 
 def test_ruleworld_backbone_is_a_name_of_the_one_loader():

@@ -162,8 +162,8 @@ def test_estimate_budget_equals_the_models_cal_budget():
     import torch
     from transformers import AutoModelForCausalLM
 
-    from calyrex.baselines import cal_budget
-    from calyrex.config import CalyrexConfig
+    from calyrex.adapters.baselines import cal_budget
+    from calyrex.core.config import CalyrexConfig
     from calyrex.reproduce import estimate
 
     for name in ("qwen2.5-1.5b", "llama-3.1-8b"):

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from calyrex.resolve import ModelNotFoundError, resolve_model
+from calyrex.backbones.resolve import ModelNotFoundError, resolve_model
 from calyrex.ruleworld.pretrain import ASSET_DIR
 
 

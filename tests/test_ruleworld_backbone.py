@@ -8,7 +8,6 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import calyrex
-from calyrex.chat import encode_one
 from calyrex.ruleworld import World
 from calyrex.ruleworld.evaluate import EvalConfig, evaluate, generate
 from calyrex.ruleworld.pretrain import (
@@ -21,6 +20,7 @@ from calyrex.ruleworld.pretrain import (
 from calyrex.ruleworld.tasks import list_task
 from calyrex.ruleworld.tokenizer import build_tokenizer
 from calyrex.ruleworld.world import reply
+from calyrex.span.chat import encode_one
 from calyrex.testing import tiny_model
 
 shipped = pytest.mark.skipif(not (ASSET_DIR / "config.json").exists(), reason="no shipped backbone")

@@ -2,7 +2,6 @@
 
 import pytest
 
-from calyrex.chat import encode_chat
 from calyrex.ruleworld import World, apply_rules, check_all
 from calyrex.ruleworld.attacks import INJECTION_OPENERS
 from calyrex.ruleworld.families import (
@@ -13,6 +12,7 @@ from calyrex.ruleworld.families import (
     family_examples,
 )
 from calyrex.ruleworld.rules import ORDER
+from calyrex.span.chat import encode_chat
 
 N = 18  # two of each rule kind
 
@@ -80,7 +80,7 @@ def test_attack_openers_are_unseen_and_families_share_their_tasks(world):
 def test_typed_role_headers_stay_outside_the_system_span(world):
     from transformers import AutoTokenizer
 
-    from calyrex.resolve import resolve_model
+    from calyrex.backbones.resolve import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model("ruleworld"))
     headers = family_examples(world, 4, "fake_headers")

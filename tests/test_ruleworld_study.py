@@ -80,7 +80,7 @@ def test_every_calyrex_variant_has_the_late8th_budget_on_the_shipped_backbone():
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from calyrex import CalyrexConfig
-    from calyrex.baselines import cal_budget
+    from calyrex.adapters.baselines import cal_budget
     from calyrex.ruleworld.pretrain import ASSET_DIR
 
     config = AutoConfig.from_pretrained(ASSET_DIR)

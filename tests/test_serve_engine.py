@@ -4,7 +4,7 @@ import threading
 
 import torch
 
-from calyrex.hf import output_cache
+from calyrex.core.hf import output_cache
 from calyrex.serve.engine import Job
 from calyrex.serve.prompt import encode_prompt
 from calyrex.serve.prompt_cache import PromptCache, cache_bytes, prefix_key

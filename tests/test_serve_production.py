@@ -17,12 +17,12 @@ pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
 
-from calyrex.render import render  # noqa: E402
 from calyrex.serve.auth import api_keys, bind_warning  # noqa: E402
 from calyrex.serve.body import json_depth  # noqa: E402
 from calyrex.serve.config import ServeConfig  # noqa: E402
 from calyrex.serve.local import local_server  # noqa: E402
 from calyrex.serve.prompt import encode_prompt  # noqa: E402
+from calyrex.span.render import render  # noqa: E402
 from serve_helpers import NAME, cal_model, conversation, engine, reference  # noqa: E402
 
 WINDOW = 8192  # room for a thousand short messages

@@ -14,9 +14,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import calyrex
-from calyrex import smollm2
-from calyrex.adapter_io import file_sha256
-from calyrex.resolve import ModelNotFoundError, resolve_model
+from calyrex.backbones import smollm2
+from calyrex.backbones.resolve import ModelNotFoundError, resolve_model
+from calyrex.core.adapter_io import file_sha256
 from conftest import encode, logits, randomize
 
 PIRATE = "You are a pirate. Always answer like a pirate, with 'Arr' in every reply."

@@ -22,10 +22,10 @@ import pytest
 import torch
 
 import calyrex
-from calyrex.chat import tokenise
-from calyrex.markers import SpanMarkers, span_markers_reason
-from calyrex.render import render, template_today
-from calyrex.smollm2 import calyrex_home
+from calyrex.backbones.smollm2 import calyrex_home
+from calyrex.span.chat import tokenise
+from calyrex.span.markers import SpanMarkers, span_markers_reason
+from calyrex.span.render import render, template_today
 from calyrex.testing import CHATML_SPECIALS, byte_level_tokenizer, tiny_tokenizer
 from calyrex.vllm.span import chat_prompt, prompt_bounds
 from test_templates import FAMILIES, FIXTURES, MISTRAL, TOOL, tokenizer_for
@@ -89,7 +89,9 @@ def _edges(template: str):
 def _smollm2():
     found = sorted((calyrex_home() / "models").glob("SmolLM2-135M-Instruct-*/tokenizer.json"))
     if not found:
-        pytest.skip("SmolLM2 is not converted here (calyrex.loading.load_model('smollm2'))")
+        pytest.skip(
+            "SmolLM2 is not converted here (calyrex.adapters.loading.load_model('smollm2'))"
+        )
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(found[-1].parent)
@@ -263,9 +265,9 @@ def test_the_edge_tokenizer_splits_the_template_edge():
 
 
 def test_the_vllm_side_never_imports_the_hf_server():
-    """vLLM's renderer takes the span policy from ``calyrex.span_policy``, not ``calyrex.serve``."""
+    """vLLM's renderer takes the span policy from ``calyrex.span.policy``, not ``calyrex.serve``."""
     from test_layering import SRC, _imports_anywhere
 
     used = {m for f in (SRC / "calyrex" / "vllm").rglob("*.py") for m in _imports_anywhere(f)}
     assert not {m for m in used if m.startswith("calyrex.serve")}
-    assert "calyrex.span_policy" in used
+    assert "calyrex.span.policy" in used

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import calyrex
-from calyrex.markers import SpanMarkers, span_markers_reason
-from calyrex.render import template_today
+from calyrex.span.markers import SpanMarkers, span_markers_reason
+from calyrex.span.render import template_today
 from calyrex.testing import (
     CHATML_SPECIALS,
     LLAMA3_SPECIALS,

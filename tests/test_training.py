@@ -14,8 +14,8 @@ import torch
 from safetensors.torch import load_file
 
 import calyrex
-from calyrex.baselines import matched_counts
-from calyrex.chat import IGNORE_INDEX
+from calyrex.adapters.baselines import matched_counts
+from calyrex.span.chat import IGNORE_INDEX
 from calyrex.testing import tiny_model, tiny_tokenizer
 from calyrex.training import DataError, TrainConfig, load_conversations, train
 from calyrex.training.data import encode_conversations

@@ -8,8 +8,8 @@ import torch
 from transformers import DynamicCache
 
 import calyrex
-from calyrex.baselines import cal_budget
-from calyrex.mask import span_key_flags
+from calyrex.adapters.baselines import cal_budget
+from calyrex.core.mask import span_key_flags
 from calyrex.testing import tiny_model
 from conftest import CONVS, encode, logits, randomize
 

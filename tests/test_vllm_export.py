@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).parent / "vllm_lane"))
 from build import build, tokenizer  # noqa: E402
 
 from calyrex import CalyrexConfig, encode_chat, wrap  # noqa: E402
-from calyrex.baselines import ParallelMLPConfig  # noqa: E402
-from calyrex.markers import span_markers  # noqa: E402
-from calyrex.methods import build as build_method  # noqa: E402
+from calyrex.adapters.baselines import ParallelMLPConfig  # noqa: E402
+from calyrex.adapters.methods import build as build_method  # noqa: E402
+from calyrex.span.markers import span_markers  # noqa: E402
 from calyrex.testing import tiny_model  # noqa: E402
 from calyrex.vllm import check_version  # noqa: E402
 from calyrex.vllm.export import ADAPTER_FILE, export_vllm  # noqa: E402
@@ -142,8 +142,8 @@ def test_key_bias_channel_equals_the_span_causal_mask(dtype, bias):
     """The vLLM block's trick, with a plain causal SDPA standing in for vLLM's attention: each
     query weighs exactly the span keys ≤ itself, and rows that see none keep their input. The
     vLLM path around it is the HF block's own arithmetic: it equals ``CALBlock.forward``."""
-    from calyrex.block import CALBlock
-    from calyrex.cal_cache import CALCache
+    from calyrex.core.block import CALBlock
+    from calyrex.core.cal_cache import CALCache
     from calyrex.vllm.block import key_bias_out, key_bias_qkv, padded_head_size
 
     torch.manual_seed(0)

@@ -1,16 +1,16 @@
 """CALYREX: cross-attention layers that anchor a frozen decoder LLM to its system prompt."""
 
-from .adapter_io import AdapterError
-from .chat import ChatTemplateError, SystemPromptTruncatedError, encode_chat
-from .config import CalyrexConfig
-from .hf import UnsupportedModelError
-from .loading import load_adapter, load_model, save_adapter
-from .markers import SpanMarkers, detect_system_mask, span_markers
-from .methods import METHODS, accept_system_mask, adapt, is_calyrex
-from .model import AlreadyWrappedError, CalyrexModel, count_trainable, is_adapter_param
-from .placement import PRESETS, placement_layers
+from .adapters.loading import load_adapter, load_model, save_adapter
+from .adapters.methods import METHODS, accept_system_mask, adapt, is_calyrex
+from .core.adapter_io import AdapterError
+from .core.config import CalyrexConfig
+from .core.hf import UnsupportedModelError
+from .core.model import AlreadyWrappedError, CalyrexModel, count_trainable, is_adapter_param
+from .core.placement import PRESETS, placement_layers
+from .core.wrap import wrap
+from .span.chat import ChatTemplateError, SystemPromptTruncatedError, encode_chat
+from .span.markers import SpanMarkers, detect_system_mask, span_markers
 from .version import __version__
-from .wrap import wrap
 
 __all__ = [
     "__version__",

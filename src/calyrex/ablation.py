@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .placement import PRESETS, placement_layers
+from .core.placement import PRESETS, placement_layers
 
 
 def ablate(
@@ -48,7 +48,7 @@ def ablate(
     start, root = time.time(), Path(out)
     root.mkdir(parents=True, exist_ok=True)
     presets = presets or list(PRESETS)
-    from .resolve import resolve_model
+    from .backbones.resolve import resolve_model
 
     model, backbone = (resolve_model(m) if m else None for m in (model, backbone))
     if model is None:

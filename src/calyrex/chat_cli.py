@@ -7,13 +7,13 @@ from typing import Any, TextIO
 
 import torch
 
-from .chat import encode_chat
-from .methods import accept_system_mask
+from .adapters.methods import accept_system_mask
+from .span.chat import encode_chat
 
 
 def reply(model: Any, tok: Any, conversation: list[dict[str, str]], max_new_tokens: int) -> str:
     """One greedy assistant turn for ``conversation``: ``encode_chat``'s batch, system span
-    included (every model takes it: :func:`calyrex.methods.accept_system_mask`)."""
+    included (every model takes it: :func:`calyrex.adapters.methods.accept_system_mask`)."""
     model = accept_system_mask(model)
     batch = encode_chat(tok, [conversation], add_generation_prompt=True)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -50,7 +50,7 @@ def chat(
     model: str, adapter: str | None = None, system: str | None = None, max_new_tokens: int = 128
 ) -> None:
     """Chat in the terminal with MODEL (+ ADAPTER) under an optional --system prompt; /reset, /quit."""
-    from .loading import load_model
+    from .adapters.loading import load_model
 
     loaded, tok = load_model(model, adapter)
     session(loaded, tok, system, max_new_tokens, sys.stdin, sys.stdout)

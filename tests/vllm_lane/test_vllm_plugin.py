@@ -23,7 +23,7 @@ from build import build, tokenizer  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from calyrex import encode_chat, load_adapter  # noqa: E402
-from calyrex.markers import find_span, span_markers  # noqa: E402
+from calyrex.span.markers import find_span, span_markers  # noqa: E402
 
 HERE = Path(__file__).parent
 BLOCK, NEW = 32, 10

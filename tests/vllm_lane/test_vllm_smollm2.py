@@ -16,7 +16,7 @@ from test_vllm_plugin import run_engine  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from calyrex import CalyrexConfig, encode_chat, load_adapter, wrap  # noqa: E402
-from calyrex.resolve import resolve_model  # noqa: E402
+from calyrex.backbones.resolve import resolve_model  # noqa: E402
 from calyrex.vllm.export import export_vllm  # noqa: E402
 
 NEW = 16

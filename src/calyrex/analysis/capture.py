@@ -1,7 +1,7 @@
 """Forward passes that read (and patch) the residual stream at the response positions.
 
 The one file of the analysis that touches the model: decoder layers are called opaquely and
-read through forward hooks (``calyrex.hf``), attention weights come from HF's own
+read through forward hooks (``calyrex.core.hf``), attention weights come from HF's own
 ``output_attentions`` (eager attention), nothing of HF's attention is re-derived.
 
 Legend: L decoder layers, T sequence, n response positions, D hidden, H heads.
@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from .. import hf
-from ..chat import IGNORE_INDEX, encode_one
-from ..methods import is_calyrex
+from ..adapters.methods import is_calyrex
+from ..core import hf
+from ..span.chat import IGNORE_INDEX, encode_one
 from .data import RuleExample
 
 

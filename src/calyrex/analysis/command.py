@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..resolve import resolve_model
+from ..backbones.resolve import resolve_model
 from .data import load_examples
 from .recommend import summary
 from .run import AnalysisConfig, analyze_model
@@ -69,7 +69,7 @@ def analyze(
     by default RuleWorld's for its backbone, else the built-in set. Writes OUT/analysis.json
     and OUT/analysis.png.
     """
-    from ..loading import load_model
+    from ..adapters.loading import load_model
 
     model = resolve_model(model)
     data = data or default_data(model)

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ..placement import PRESETS
+from ..core.placement import PRESETS
 
 # a smaller rise across layers is negligible: 1 % relative change of the residual, 5 points of
 # probe accuracy, 1 point of attention mass, 0.01 nats per response token

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..methods import accept_system_mask, is_calyrex
+from ..adapters.methods import accept_system_mask, is_calyrex
 from .blocks import BlockMeter
 from .capture import (
     capture,

@@ -1,7 +1,7 @@
 """The backbone every section measures: a random-weight shape (``--shape``) or a real model
 (``--model``), with the record that names it in the results.
 
-A real model is loaded by the one loader (``calyrex.loading.load_model``: ``smollm2``,
+A real model is loaded by the one loader (``calyrex.adapters.loading.load_model``: ``smollm2``,
 ``ruleworld``, a directory or a hub id) with SDPA attention, as ``build_backbone`` builds the
 shapes, so the two time the same attention kernels.
 """
@@ -31,7 +31,7 @@ def describe(hf_config: Any) -> dict[str, Any]:
 def backbone(cfg: BenchConfig) -> tuple[nn.Module, str, dict[str, Any]]:
     """(backbone, ``"model"`` or ``"shape"``, its record) for a resolved ``cfg``."""
     if cfg.model:  # the one loader, with the SDPA kernels the random-weight shapes use
-        from calyrex.loading import load_model
+        from calyrex.adapters.loading import load_model
 
         model, _ = load_model(cfg.model, None, cfg.dtype, cfg.device, attn_implementation="sdpa")
         record = {"name": cfg.model, "path": model.name_or_path, **describe(model.config)}

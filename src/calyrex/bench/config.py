@@ -2,9 +2,9 @@
 
 Presets: ``full`` is the issue's setting (GPU default), ``cpu`` fits a 2-core CPU in minutes
 (the default without CUDA), ``quick`` is a tiny shape that runs end to end in seconds (CI).
-``model`` measures a real model (a name ``calyrex.resolve`` knows, a directory, a hub id) in
+``model`` measures a real model (a name ``calyrex.backbones.resolve`` knows, a directory, a hub id) in
 place of the preset's random-weight ``shape``. ``dtype`` ``auto`` (the default without CUDA) is
-what ``calyrex.precision`` finds fast on this machine.
+what ``calyrex.backbones.precision`` finds fast on this machine.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from calyrex.placement import PRESETS as PLACEMENTS
-from calyrex.precision import ALIASES, PRECISIONS, Choice
-from calyrex.precision import resolve as resolve_precision
+from calyrex.backbones.precision import ALIASES, PRECISIONS, Choice
+from calyrex.backbones.precision import resolve as resolve_precision
+from calyrex.core.placement import PRESETS as PLACEMENTS
 
 from .shapes import SHAPES
 
@@ -78,7 +78,7 @@ class BenchConfig:
     """Device to measure on (cpu, cuda, cuda:1, ...); unset: cuda when available."""
     dtype: str | None = field(default=None, metadata={"choices": (*PRECISIONS, *ALIASES)})
     """Precision measured in; auto: bf16 where this machine is fast at it, else fp32
-    (calyrex.precision); unset: bfloat16 on CUDA, auto on CPU."""
+    (calyrex.backbones.precision); unset: bfloat16 on CUDA, auto on CPU."""
     placement: str = field(default="late8th", metadata={"choices": PLACEMENTS})
     """Placement preset of the CAL blocks (ParallelMLP is placed to match)."""
     seed: int = 0
@@ -117,7 +117,7 @@ class BenchConfig:
     shared_conversation: int | None = None
     """Shared prompt: conversation tokens per row."""
     serve_model: str | None = None
-    """Serve: the model served (ruleworld, tiny, or any name calyrex.loading knows)."""
+    """Serve: the model served (ruleworld, tiny, or any name calyrex.adapters.loading knows)."""
     serve_system: int | None = None
     """Serve: system-prompt tokens of the time-to-first-token figure."""
     serve_tokens: int | None = None

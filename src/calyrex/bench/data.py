@@ -28,6 +28,6 @@ def token_batch(
 
 def with_cache(model: torch.nn.Module, cache: object) -> dict[str, object]:
     """The keyword a model's forward takes its KV cache by (``cache`` since transformers 5.x)."""
-    from calyrex.hf import cache_kwargs
+    from calyrex.core.hf import cache_kwargs
 
     return cache_kwargs(model, cache)

@@ -19,7 +19,7 @@ from torch import nn
 
 import calyrex
 
-from .. import hf
+from ..core import hf
 from . import flops
 from .data import HEADER, token_batch, with_cache
 from .measure import timed
@@ -103,7 +103,7 @@ def _weight_ratio(backbone: nn.Module, cal: calyrex.CalyrexConfig) -> float:
     read = sum(p.numel() for p in backbone.parameters()) - (
         0 if backbone.config.tie_word_embeddings else backbone.get_input_embeddings().weight.numel()
     )
-    from ..baselines import cal_budget
+    from ..adapters.baselines import cal_budget
 
     return (read + cal_budget(backbone, cal)) / read
 

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 import calyrex
-from calyrex.block import CALBlock
-from calyrex.cal_cache import CALCache
+from calyrex.core.block import CALBlock
+from calyrex.core.cal_cache import CALCache
 
 from .data import token_batch
 from .measure import median_time

@@ -49,7 +49,7 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> tuple[Any, Any
         from calyrex.testing import tiny_model, tiny_tokenizer
 
         return tiny_model("qwen2").to(device, dtype), tiny_tokenizer("chatml")
-    from calyrex.loading import load_model
+    from calyrex.adapters.loading import load_model
 
     return load_model(name, dtype=str(dtype).removeprefix("torch."), device=str(device))
 
@@ -199,7 +199,7 @@ def _tokenizer_and_config(name: str) -> tuple[Any, Any]:
         return tiny_tokenizer("chatml"), tiny_config("qwen2")
     from transformers import AutoConfig, AutoTokenizer
 
-    from calyrex.resolve import resolve_model
+    from calyrex.backbones.resolve import resolve_model
 
     path = resolve_model(name)
     return AutoTokenizer.from_pretrained(path), AutoConfig.from_pretrained(path)

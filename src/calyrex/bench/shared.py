@@ -1,6 +1,6 @@
 """Shared system prompt: a batch of conversations under one system prompt, prefilled naively
 (every row recomputes the prompt) vs with the prompt computed once and its cache shared
-(``calyrex.cal_cache.share_prefix``).
+(``calyrex.core.cal_cache.share_prefix``).
 
 Two figures: the whole prefill of the batch, and the CAL keys/values alone (per row vs once).
 
@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 import calyrex
-from calyrex import hf
-from calyrex.cal_cache import share_prefix
+from calyrex.core import hf
+from calyrex.core.cal_cache import share_prefix
 
 from .data import HEADER, token_batch, with_cache
 from .measure import median_time

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..adapter_io import atomic_write
+from ..core.adapter_io import atomic_write
 from ..intervals import wilson
 from .data import DataFormatError, write_json
 
@@ -350,7 +350,7 @@ def cases_command(
     loaded = load_cases(cases)
     if not model:
         raise ValueError("--cases needs --model (the model whose replies are checked)")
-    from ..loading import load_model
+    from ..adapters.loading import load_model
     from .generate import Generator
 
     hf_model, tok = load_model(model, adapter, dtype, device)

@@ -62,7 +62,7 @@ def eval_command(
     if not responses and not model:
         raise ValueError("give --model (to generate) or --responses FILE.jsonl (to score)")
     if model:
-        from ..resolve import resolve_model
+        from ..backbones.resolve import resolve_model
 
         resolve_model(model)  # a bad name fails here, before any benchmark starts
     config = EvalConfig(

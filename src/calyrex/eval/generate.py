@@ -4,7 +4,7 @@ Legend: B batch, T tokens.
 
 Every model gets the same batch from :func:`calyrex.encode_chat`, ``system_mask`` included (the
 span is read from the conversation's structure): a calyrex model reads it, a base or PEFT model
-ignores it (:func:`calyrex.methods.accept_system_mask`). A prompt that does not fit the model's
+ignores it (:func:`calyrex.adapters.methods.accept_system_mask`). A prompt that does not fit the model's
 context window is never truncated: it comes back as a :class:`Skip`.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from ..chat import encode_chat, encode_one, pad_batch
-from ..methods import accept_system_mask
+from ..adapters.methods import accept_system_mask
+from ..span.chat import encode_chat, encode_one, pad_batch
 
 Message = dict[str, Any]
 

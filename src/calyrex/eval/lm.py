@@ -29,9 +29,9 @@ import torch
 from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 
-from ..chat import ChatTemplateError, encode_one
-from ..markers import detect_system_mask, span_markers_reason
-from ..methods import accept_system_mask, is_calyrex
+from ..adapters.methods import accept_system_mask, is_calyrex
+from ..span.chat import ChatTemplateError, encode_one
+from ..span.markers import detect_system_mask, span_markers_reason
 from .models import attach_adapter
 
 

@@ -147,8 +147,8 @@ def hellaswag_items(text: str) -> list[Doc]:
 
 def hellaswag_cache(source: Path) -> Path:
     """The jsonl conversion of ``source``, written once (atomically) under ``$CALYREX_HOME``."""
-    from ..adapter_io import atomic_write, file_sha256
-    from ..smollm2 import calyrex_home
+    from ..backbones.smollm2 import calyrex_home
+    from ..core.adapter_io import atomic_write, file_sha256
 
     target = calyrex_home() / "data" / f"hellaswag_val-{file_sha256(source)[:12]}.jsonl"
     if not target.is_file():

@@ -133,7 +133,7 @@ def evaluate_model(
     }
 
     def loader() -> tuple[Any, Any]:
-        from ..loading import load_model
+        from ..adapters.loading import load_model
         from .generate import Generator
 
         hf_model, tok = load_model(model, adapter, dtype, device)

@@ -24,7 +24,7 @@ DEFAULT_N = {"sft": MixConfig().n, "preference": PREFERENCE_N}
 
 
 def _sha256s(root: Path, files: list[Path]) -> dict[str, str]:
-    from ..adapter_io import file_sha256
+    from ..core.adapter_io import file_sha256
 
     return {str(f.relative_to(root)): file_sha256(f) for f in files}
 
@@ -51,7 +51,7 @@ def recipe(rows: list[dict[str, Any]], kind: str, config: MixConfig, root: Path)
 
 def _write(path: Path, text: str) -> None:
     """Write beside ``path`` and rename over it; readable by all, like any data file."""
-    from ..adapter_io import atomic_write
+    from ..core.adapter_io import atomic_write
 
     def write(tmp: str) -> None:
         Path(tmp).write_text(text, encoding="utf-8")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..placement import PRESETS
+from ..core.placement import PRESETS
 
 METHODS: tuple[str, ...] = ("lora", "parallel_mlp", "calyrex")  # the paper's row order after base
 

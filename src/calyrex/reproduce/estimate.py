@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bench import flops
-from ..config import CalyrexConfig
+from ..core.config import CalyrexConfig
 
 # suite → (items, mean prompt tokens, mean generated tokens; 0 = log-likelihood only)
 SUITE_COST: dict[str, tuple[int, int, int]] = {

@@ -67,8 +67,8 @@ def _finished(file: Path) -> bool:
 
 def _loader(model: str, adapter: str | None, spec: Any) -> Callable[[], tuple[Any, Any]]:
     def load() -> tuple[Any, Any]:
+        from ..adapters.loading import load_model
         from ..eval.generate import Generator
-        from ..loading import load_model
 
         hf_model, tok = load_model(model, adapter, spec.dtype, None)
         return Generator(hf_model, tok, spec.max_new_tokens, spec.batch_size), None

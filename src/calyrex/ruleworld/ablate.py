@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from ..placement import placement_layers
+from ..core.placement import placement_layers
 from .corpus import sft_corpus, write_jsonl
 from .demo import DEFAULT, QUICK, TRAINING
 from .evaluate import EvalConfig, evaluate
@@ -32,7 +32,7 @@ def ablate_ruleworld(
     steps: int | None = None,
 ) -> tuple[dict[str, dict], dict]:
     """Rows ``{"base" | preset: {"layers", "trainable_params", metric: value}}`` and the setup."""
-    from ..loading import load_model
+    from ..adapters.loading import load_model
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     cfg = QUICK if quick else TRAINING

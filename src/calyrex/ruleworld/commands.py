@@ -37,7 +37,7 @@ def evaluate(
     """Evaluate a model (default: the shipped backbone), optionally with an adapter, on RuleWorld."""
     import torch
 
-    from ..loading import load_model
+    from ..adapters.loading import load_model
     from .evaluate import QUICK, EvalConfig
     from .evaluate import evaluate as _evaluate
     from .train import DEVICE, DTYPE

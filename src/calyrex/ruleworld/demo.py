@@ -85,7 +85,7 @@ PRESETS = {"quick": QUICK, "default": DEFAULT, "full": FULL}
 
 def _one_seed(root: Path, cfg: DemoConfig, world: World, path: Path, seed: int) -> tuple:
     """Train every method with training seed ``seed`` into ``root`` and evaluate each."""
-    from ..loading import load_model
+    from ..adapters.loading import load_model
 
     data = root / "sft.jsonl"
     if not data.exists():
@@ -149,7 +149,7 @@ def run_demo(
     of ``seed``; the base, which no seed changes, is evaluated once) and every rate becomes the
     mean over the seeds with its spread.
     """
-    from ..loading import load_model
+    from ..adapters.loading import load_model
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     preset = "quick" if quick else "full" if full else "default"
@@ -226,7 +226,7 @@ def demo(
     the claims; about 30 min on 2 idle cores); --quick (a CI-sized run, well under 2 minutes).
     """
     if backbone is not None:
-        from ..resolve import resolve_model
+        from ..backbones.resolve import resolve_model
 
         backbone = resolve_model(backbone)
     if quick and full:

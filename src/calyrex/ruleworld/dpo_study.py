@@ -74,7 +74,7 @@ def _say(msg: str) -> None:
 
 
 def _evaluate(backbone: Path, adapter: Path, world: World, cfg: DpoConfig) -> dict[str, Any]:
-    from ..loading import load_model
+    from ..adapters.loading import load_model
 
     model, tok = load_model(str(backbone), str(adapter), DTYPE, DEVICE)
     metrics = evaluate(model, tok, world, EvalConfig(**cfg.eval, progress=False))

@@ -1,7 +1,7 @@
 """Evaluate any chat model on RuleWorld with the programmatic checkers.
 
 Works with any model: every one takes ``system_mask`` (a calyrex model reads it; a plain HF or
-PEFT model ignores it, :func:`calyrex.methods.accept_system_mask`). Generation is batched, greedy, left-padded. Each suite returns
+PEFT model ignores it, :func:`calyrex.adapters.methods.accept_system_mask`). Generation is batched, greedy, left-padded. Each suite returns
 its metrics; :func:`evaluate` merges them into one ``{metric: Rate | {key: Rate}}`` dict, a
 :data:`~calyrex.ruleworld.intervals.Rate` being ``{"rate", "n", "ci95"}`` (Wilson for shares of
 examples, a bootstrap over sessions for multi-turn adherence). Attack metrics are success rates
@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from ..chat import encode_one, pad_batch
-from ..methods import accept_system_mask
+from ..adapters.methods import accept_system_mask
+from ..span.chat import encode_one, pad_batch
 from . import attacks
 from .checkers import access_granted, check_all
 from .families import FAMILIES, family_examples

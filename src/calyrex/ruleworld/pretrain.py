@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from ..adapter_io import file_sha256
-from ..chat import encode_one, pad_batch
+from ..core.adapter_io import file_sha256
+from ..span.chat import encode_one, pad_batch
 from .corpus import general_corpus
 from .tokenizer import build_tokenizer
 from .world import World
@@ -36,7 +36,7 @@ ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "ruleworld"
 
 def asset_dir() -> Path:
     """The packaged backbone's directory, checked (the ``ruleworld`` entry of the model
-    resolver, ``calyrex.resolve.NAMED_MODELS``)."""
+    resolver, ``calyrex.backbones.resolve.NAMED_MODELS``)."""
     return check_backbone(ASSET_DIR)
 
 
@@ -214,7 +214,7 @@ def pretrain(
 
 def check_backbone(path: Path = ASSET_DIR) -> Path:
     """``path``, once it holds a saved backbone whose weights match the sha256 that its
-    ``ruleworld.json`` records (when it has one); load it with ``calyrex.loading.load_model``."""
+    ``ruleworld.json`` records (when it has one); load it with ``calyrex.adapters.loading.load_model``."""
     path = Path(path)
     if not (path / "config.json").exists():
         raise FileNotFoundError(

@@ -128,7 +128,7 @@ def run_study(
     ``OUT/NAME-seedS`` for the others; the world, corpus and evaluation sets stay ``seed``'s) and
     every rate is the mean over the seeds with the wider of the seeds' t-interval and the
     examples' own (:func:`~calyrex.ruleworld.intervals.over_seeds`); ``per_seed`` keeps each."""
-    from ..loading import load_model
+    from ..adapters.loading import load_model
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     start, root = time.time(), Path(out)

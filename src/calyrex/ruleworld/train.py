@@ -2,7 +2,7 @@
 
 :func:`backbone_dir` picks (or pretrains) the backbone; :func:`train_adapter` trains one method
 on it through :func:`calyrex.training.train`. Models are loaded with the one loader,
-``calyrex.loading.load_model(str(path), adapter, DTYPE, DEVICE)``: the recorded runs are
+``calyrex.adapters.loading.load_model(str(path), adapter, DTYPE, DEVICE)``: the recorded runs are
 evaluated in fp32 on the CPU, on every machine.
 """
 

@@ -7,7 +7,7 @@ A request is prefilled on its own (one row); its cache then joins the running ba
     row 1   k k k k k k k                     1 1 1 1 1 1 1                               7
 
 - backbone K/V: zeros on the left, masked out by the attention mask;
-- CAL K/V: the CAL cache's own row operations (``calyrex.cal_cache``): padded along the span
+- CAL K/V: the CAL cache's own row operations (``calyrex.core.cal_cache``): padded along the span
   to the longest span (``key_valid`` False), span positions shifted by the row's padding (every
   cached span key precedes every decode query, so only their order matters);
 - each decode step passes every row's own position (``position_ids``), so RoPE and the span
@@ -27,8 +27,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .. import hf
-from ..cal_cache import CALCache, attach, cal_cache
+from ..core import hf
+from ..core.cal_cache import CALCache, attach, cal_cache
 
 
 def _rebuild(cache: Any, fn: Any, store: CALCache | None) -> Any:

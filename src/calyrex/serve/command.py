@@ -48,7 +48,7 @@ def serve(
     """
     import uvicorn
 
-    from ..loading import load_model
+    from ..adapters.loading import load_model
     from .app import create_app
     from .auth import ENV, api_keys, bind_warning
     from .engine import Engine

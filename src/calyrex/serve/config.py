@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..span_policy import CLIENT_SYSTEM as CLIENT_SYSTEM  # the policy's choices, re-exported
-from ..span_policy import DEVELOPER_ROLE as DEVELOPER_ROLE
-from ..span_policy import LATER_SYSTEM as LATER_SYSTEM
-from ..span_policy import check_settings
+from ..span.policy import CLIENT_SYSTEM as CLIENT_SYSTEM  # the policy's choices, re-exported
+from ..span.policy import DEVELOPER_ROLE as DEVELOPER_ROLE
+from ..span.policy import LATER_SYSTEM as LATER_SYSTEM
+from ..span.policy import check_settings
 
 LIMITS = ("max_stop_chars", "max_body_bytes", "max_json_depth", "max_messages",
           "max_message_chars", "encode_workers")  # fmt: skip
@@ -38,7 +38,7 @@ class ServeConfig:
     encode_workers: int = 4  # threads that render and tokenise requests (not the engine's)
 
     def __post_init__(self) -> None:
-        check_settings(self)  # client_system, developer_role, later_system (calyrex.span_policy)
+        check_settings(self)  # client_system, developer_role, later_system (calyrex.span.policy)
         if self.max_concurrency < 1 or self.max_queue < 0 or self.cache_bytes < 0:
             raise ValueError(
                 "max_concurrency must be ≥ 1, max_queue and cache_bytes ≥ 0, got "

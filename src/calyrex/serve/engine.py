@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from .. import hf
-from ..methods import accept_system_mask
+from ..adapters.methods import accept_system_mask
+from ..core import hf
 from .batch import DecodeBatch
 from .config import ServeConfig
 from .errors import APIError

@@ -1,7 +1,7 @@
-"""The span policy (:mod:`calyrex.span_policy`) as this server applies it: a refusal is a 400.
+"""The span policy (:mod:`calyrex.span.policy`) as this server applies it: a refusal is a 400.
 
 The policy itself (which messages may become the system span, and what ``developer`` and later
-``system`` messages become) is defined once in :mod:`calyrex.span_policy`, which the vLLM
+``system`` messages become) is defined once in :mod:`calyrex.span.policy`, which the vLLM
 renderer applies as well.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import span_policy
-from ..span_policy import ROLES, SpanPolicyError
+from ..span import policy as span_policy
+from ..span.policy import ROLES, SpanPolicyError
 from .config import ServeConfig
 from .errors import APIError
 

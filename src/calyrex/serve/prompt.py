@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..chat import encode_chat, tokenise
-from ..render import render
+from ..span.chat import encode_chat, tokenise
+from ..span.render import render
 
 
 @dataclass

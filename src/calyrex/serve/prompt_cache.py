@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from .. import hf
-from ..cal_cache import cal_cache
+from ..core import hf
+from ..core.cal_cache import cal_cache
 
 
 def prefix_key(adapter: str, dtype: str, salt: str, ids: list[int], system_mask: list[int]) -> str:

@@ -3,7 +3,7 @@
 Two presets, one dataclass: :data:`FULL` (the comparison the README reports) and :data:`QUICK`
 (every stage on a handful of examples, for CI). Every arm trains on the same mix file with the
 same steps, batch, sequence length and learning rate; LoRA and ParallelMLP are parameter-matched
-to the blocks of ``late8th`` (:func:`calyrex.baselines.matched_counts`).
+to the blocks of ``late8th`` (:func:`calyrex.adapters.baselines.matched_counts`).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def choose_layers(cfg: StudyConfig, out: Path) -> list[int]:
     band is ``late8th``'s own layers, the best band of the same width disjoint from it."""
     from ..analysis.command import analyze
     from ..analysis.recommend import best_band
-    from ..placement import PRESETS
+    from ..core.placement import PRESETS
 
     file = out / "analyze" / "analysis.json"
     if not file.is_file():
@@ -168,7 +168,7 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
     def loader_for(suite: Suite) -> Callable[[], tuple[Any, Any]]:
         def load() -> tuple[Any, Any]:
             if "model" not in cache:
-                from ..loading import load_model
+                from ..adapters.loading import load_model
 
                 cache["model"], cache["tok"] = load_model(cfg.model, adapter and str(adapter))
             gen = Generator(cache["model"], cache["tok"], suite.max_new_tokens, cfg.eval_batch_size)

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..methods import METHODS, check_method
-from ..placement import PRESETS
-from ..precision import PRECISIONS
+from ..adapters.methods import METHODS, check_method
+from ..backbones.precision import PRECISIONS
+from ..core.placement import PRESETS
 
 OBJECTIVES = ("sft", "dpo")
 ON_TRUNCATE = ("drop", "error")
@@ -56,7 +56,7 @@ class TrainConfig:
     max_length: int = 1024
     """Most tokens of one encoded conversation (or pair); longer ones are cut, see --on-truncate."""
     precision: str = field(default="auto", metadata={"choices": PRECISIONS})
-    """auto: bf16 where this machine is fast at it, else fp32 (calyrex.precision); fp16 needs
+    """auto: bf16 where this machine is fast at it, else fp32 (calyrex.backbones.precision); fp16 needs
     CUDA. On CPU, bf16/fp16 are autocast over fp32 weights."""
     seed: int = 0
     """Seed of the adapter's initialisation, the data order and the system-prompt draws."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..chat import IGNORE_INDEX, SystemPromptTruncatedError, encode_one
+from ..span.chat import IGNORE_INDEX, SystemPromptTruncatedError, encode_one
 
 SHAREGPT_ROLES = {
     "human": "user",

@@ -40,8 +40,8 @@ try:
 except ImportError as err:  # an optional dependency: pip install 'calyrex[dpo]'
     raise ImportError("objective 'dpo' needs TRL: pip install 'calyrex[dpo]'") from err
 
-from ..chat import SystemPromptTruncatedError, encode_one
-from ..model import CalyrexModel
+from ..core.model import CalyrexModel
+from ..span.chat import SystemPromptTruncatedError, encode_one
 from .data import DataError, EncodeStats, read_rows
 from .trainer import AdapterTrainer
 

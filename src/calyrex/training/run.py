@@ -17,15 +17,15 @@ from typing import Any
 
 import torch
 
-from ..baselines import matched_counts
-from ..chat import pad_batch
-from ..config import CalyrexConfig
-from ..loading import load_model
-from ..markers import span_markers_reason
-from ..methods import adapt
-from ..model import CalyrexModel, count_trainable, whole
-from ..precision import Choice
-from ..precision import resolve as resolve_precision
+from ..adapters.baselines import matched_counts
+from ..adapters.loading import load_model
+from ..adapters.methods import adapt
+from ..backbones.precision import Choice
+from ..backbones.precision import resolve as resolve_precision
+from ..core.config import CalyrexConfig
+from ..core.model import CalyrexModel, count_trainable, whole
+from ..span.chat import pad_batch
+from ..span.markers import span_markers_reason
 from .config import TrainConfig
 from .data import DEFAULT_SYSTEM_POOL, EncodeStats, encode_conversations, load_conversations
 
@@ -148,8 +148,8 @@ def _adapted(cfg: TrainConfig, base: Any, cal_cfg: CalyrexConfig, tok: Any) -> A
     """``base`` with a new adapter of ``cfg.method``, or the one saved at ``cfg.init_adapter``."""
     if cfg.init_adapter is None:
         return adapt(base, cfg.method, cal_cfg, seed=cfg.seed)
-    from ..adapter_io import is_peft_adapter, resolve_dir
-    from ..loading import load_adapter
+    from ..adapters.loading import load_adapter
+    from ..core.adapter_io import is_peft_adapter, resolve_dir
 
     directory = resolve_dir(cfg.init_adapter)
     if is_peft_adapter(directory):  # trainable, unlike PeftModel.from_pretrained's default

@@ -14,8 +14,8 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
-from ..adapter_io import read_config, read_weights
-from ..model import CalyrexModel
+from ..core.adapter_io import read_config, read_weights
+from ..core.model import CalyrexModel
 
 STAGING = ".staging"
 

@@ -1,4 +1,4 @@
-"""The CAL block on vLLM: :class:`calyrex.block.CALBlock` itself, around vLLM's attention call.
+"""The CAL block on vLLM: :class:`calyrex.core.block.CALBlock` itself, around vLLM's attention call.
 
 The parameters, the norm, the projections, the output projection, the row gate and the SwiGLU
 are the HF block's (:class:`KeyBiasCAL` subclasses it and calls its methods); only the attention
@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from ..block import CALBlock
-from ..config import CalyrexConfig
+from ..core.block import CALBlock
+from ..core.config import CalyrexConfig
 
 NEG = -30000.0  # key bias off the span: fits fp16/bf16 KV caches; exp(NEG·scale) = 0
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..markers import SpanMarkers
+from ..span.markers import SpanMarkers
 from .span import NO_SPAN, exported_markers, prompt_bounds
 
 _PATCHED = "_calyrex_patched"

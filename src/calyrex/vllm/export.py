@@ -19,10 +19,10 @@ from typing import Any
 
 from safetensors.torch import save_file
 
-from ..adapter_io import AdapterError, check_base, read_config, read_weights, resolve_dir
-from ..config import CalyrexConfig
-from ..markers import span_markers_reason
-from ..resolve import resolve_model
+from ..backbones.resolve import resolve_model
+from ..core.adapter_io import AdapterError, check_base, read_config, read_weights, resolve_dir
+from ..core.config import CalyrexConfig
+from ..span.markers import span_markers_reason
 from ..version import __version__
 from . import ARCHITECTURES
 

@@ -5,7 +5,7 @@ vLLM's HF renderer renders the template to text, then tokenises it: a user who t
 ``system`` messages are merged into the leading system message — both widen what the model
 treats as its rules. This renderer tokenises each message's content as text
 (``split_special_tokens``, through ``encode_chat``), applies calyrex's span policy
-(:mod:`calyrex.span_policy`: a ``developer`` message or a system message after the first is
+(:mod:`calyrex.span.policy`: a ``developer`` message or a system message after the first is
 refused, naming the rule) and refuses a prompt whose span the model runner would read otherwise
 than ``encode_chat`` (:func:`calyrex.vllm.span.chat_prompt`, which holds all of it and needs no
 vLLM).
@@ -18,7 +18,7 @@ from typing import Any
 from vllm.renderers.hf import HfRenderer
 from vllm.renderers.inputs.preprocess import parse_dec_only_prompt
 
-from ..markers import SpanMarkers
+from ..span.markers import SpanMarkers
 from .span import chat_prompt, exported_markers
 
 

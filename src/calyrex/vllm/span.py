@@ -3,7 +3,7 @@
 vLLM's model forward sees the *scheduled* tokens of many requests in one flat batch: a chunk may
 start inside a system prompt whose header was scheduled, or cached, long before. So the span is
 computed once per request from its whole prompt ids with the input_ids fallback
-(:func:`calyrex.markers.find_span`), and each scheduled token is tested against its request's
+(:func:`calyrex.span.markers.find_span`), and each scheduled token is tested against its request's
 bounds by its absolute position.
 
 The span rule is :func:`calyrex.encode_chat`'s. A chat request is rendered by
@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from ..chat import encode_one
-from ..markers import SpanMarkers, find_span
-from ..span_policy import PolicySettings, SpanPolicy, apply_span_policy, message_text
+from ..span.chat import encode_one
+from ..span.markers import SpanMarkers, find_span
+from ..span.policy import PolicySettings, SpanPolicy, apply_span_policy, message_text
 
 NO_SPAN = (0, 0)  # bounds of a request without a system span: no position is in [0, 0)
 
@@ -50,7 +50,7 @@ def chat_prompt(
 ) -> tuple[list[dict[str, str]], list[int]]:
     """(conversation, prompt ids) of an OpenAI chat request, as the calyrex renderer serves it.
 
-    ``messages`` pass the span ``policy`` (default :class:`~calyrex.span_policy.SpanPolicy`; a
+    ``messages`` pass the span ``policy`` (default :class:`~calyrex.span.policy.SpanPolicy`; a
     refusal is a ``ValueError`` naming the rule, vLLM's 400); the ids are ``encode_chat``'s.
     ``markers``: those the model runner finds the span with (None for a model without CAL
     blocks: nothing to check). A request whose span from the ids (:func:`prompt_bounds`) is not

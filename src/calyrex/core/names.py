@@ -9,7 +9,7 @@ parameter has in the bare HF model.
 from __future__ import annotations
 
 ADAPTER_PREFIX = "cal_"
-HOST = "host"  # attribute of calyrex.layer.CalyrexLayer holding the original decoder layer
+HOST = "host"  # attribute of calyrex.core.layer.CalyrexLayer holding the original decoder layer
 
 
 def is_adapter_param(name: str) -> bool:

@@ -10,7 +10,7 @@ where it would be is template text). Template-injected text is not span: a defau
 ...", Mistral-Small's dated default), a tools block, Llama 3's "Cutting Knowledge Date / Today
 Date" preamble. A system message that renders exactly like no system message (an empty one
 under Llama 3, or one equal to the template's default) is no span either: the same tokens arise
-without it, and the input_ids-only fallback (:mod:`calyrex.markers`) must give the same span.
+without it, and the input_ids-only fallback (:mod:`calyrex.span.markers`) must give the same span.
 
 **Token parity.** The ids are the tokenizer's own tokenisation of the rendered string, so they
 equal ``tokenizer.apply_chat_template(..., tokenize=True)`` — the tokens every server feeds the
@@ -137,7 +137,7 @@ def token_owners(
 ) -> list[frozenset[int]]:
     """For each token, the indices of the messages whose content characters it holds.
 
-    ``contents`` are in text order and disjoint (as :func:`~calyrex.render.render` gives them),
+    ``contents`` are in text order and disjoint (as :func:`~calyrex.span.render.render` gives them),
     so each token looks only at the contents it overlaps: linear in tokens + contents. Equal sets
     are one shared frozenset (a long conversation is not a million small objects). An empty
     content has no character, so no token holds it (not even one that spans its place).

@@ -218,7 +218,7 @@ class CALCache:
         if batch % self.batch:
             raise ValueError(
                 f"the cache now has {batch} rows but its CAL keys/values have {self.batch}: rows "
-                "were selected without calyrex; use calyrex.cal_cache.batch_select_indices(cache, "
+                "were selected without calyrex; use calyrex.core.cal_cache.batch_select_indices(cache, "
                 "idx)"
             )
         return self.repeat(batch // self.batch)

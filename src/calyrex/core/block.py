@@ -17,7 +17,7 @@ This is the one definition of the block's arithmetic: the HF path calls :meth:`C
 vLLM's block (``calyrex.vllm.block``) is a subclass that calls :meth:`~CALBlock.queries`,
 :meth:`~CALBlock.keys_values` and :meth:`~CALBlock.residual` around vLLM's own attention
 call. The block keeps no state: it gets the span keys/values cached before this call and
-returns those of the call's new span tokens, which its layer appends (``calyrex.cal_cache``).
+returns those of the call's new span tokens, which its layer appends (``calyrex.core.cal_cache``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A system block's token ids against the template's patterns (:mod:`calyrex.markers`).
+"""A system block's token ids against the template's patterns (:mod:`calyrex.span.markers`).
 
 A pattern is the block as the template prints it around the system content: literal id tuples,
 ``WILD`` where the template's text varies (a date, the tools) and one ``CONTENT``. The span is

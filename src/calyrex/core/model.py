@@ -1,11 +1,11 @@
 """A frozen HF causal LM with adapter blocks after some of its decoder layers.
 
 The blocks are ordinary modules in the host's module tree: decoder layer ``i`` is replaced by a
-:class:`~calyrex.layer.CalyrexLayer` holding the original layer and the block. This module is
+:class:`~calyrex.core.layer.CalyrexLayer` holding the original layer and the block. This module is
 the entry point of a call: it turns ``system_mask`` (or, for callers that pass only
-``input_ids``, the fallback markers) into the call's :class:`~calyrex.cal_cache.SpanCall`, once,
+``input_ids``, the fallback markers) into the call's :class:`~calyrex.core.cal_cache.SpanCall`, once,
 and hands it with the CAL cache to the HF model as keyword arguments for the layers
-(``calyrex.layer``). Nothing about a call is stored on a module, so copies, threads, re-entrant
+(``calyrex.core.layer``). Nothing about a call is stored on a module, so copies, threads, re-entrant
 calls and two models over one process never see each other's span.
 
 ``system_mask`` is aligned with the ``input_ids`` it comes with, in every entry point: in
@@ -15,7 +15,7 @@ cuts ``input_ids`` (positions past N are generated tokens: never span).
 
 ``generate`` is HF's own (this class is a ``GenerationMixin`` host whose steps call
 :meth:`forward`), so greedy, sampling, beams, assisted decoding and chunked prefill all carry
-the span; the CAL keys/values live on the HF cache (``calyrex.cal_cache``).
+the span; the CAL keys/values live on the HF cache (``calyrex.core.cal_cache``).
 
 Legend: B batch, T tokens in this call, P tokens already in the cache, N tokens given to generate.
 """
@@ -31,14 +31,14 @@ import torch
 from torch import nn
 from transformers.generation.utils import GenerationMixin
 
+from ..span.markers import SpanMarkers, detect_system_mask
+from ..version import __version__
 from . import hf
 from .adapter_io import write_adapter
 from .cal_cache import CALCache, cal_cache, for_call
 from .layer import CACHE_KW, SPAN_KW, CalyrexLayer, reads_span
-from .markers import SpanMarkers, detect_system_mask
 from .mask import call_span, positions_restart
 from .names import ADAPTER_PREFIX, is_adapter_param
-from .version import __version__
 
 __all__ = ["ADAPTER_PREFIX", "AlreadyWrappedError", "CalyrexModel", "is_adapter_param"]
 

@@ -1,7 +1,7 @@
 """Everything that knows Hugging Face internals lives here, so a transformers change is one file.
 
 calyrex never re-derives HF attention: it calls the original decoder layers opaquely and adds
-its blocks on their outputs (``calyrex.layer``).
+its blocks on their outputs (``calyrex.core.layer``).
 """
 
 from __future__ import annotations

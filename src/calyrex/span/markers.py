@@ -1,7 +1,7 @@
 """Fallback for callers that pass only ``input_ids`` (e.g. lm-eval's log-likelihood path).
 
 The fallback finds the same span as :func:`calyrex.encode_chat` (the span rule is in
-:mod:`calyrex.chat`) from token ids alone, using only what is stable in the template's output:
+:mod:`calyrex.span.chat`) from token ids alone, using only what is stable in the template's output:
 
 - ``open``: the ids that start every sequence with a system block — special tokens and the role
   name (``<|im_start|>system``, ``<|begin_of_text|><|start_header_id|>system<|end_header_id|>``).
@@ -16,7 +16,7 @@ The fallback finds the same span as :func:`calyrex.encode_chat` (the span rule i
 - ``texts``: the text of every token that fits in the template's edge next to the content.
   A content may merge with the edge or split it anew (a prompt that starts with a newline
   merges with Qwen's header ``\\n``; a final ``.`` with Qwen's ``\\n\\n# Tools``), so the
-  edge is read in characters (:mod:`calyrex.span_patterns`): a token is span iff it holds a
+  edge is read in characters (:mod:`calyrex.span.patterns`): a token is span iff it holds a
   character of the content, as in ``encode_chat``.
 - ``defaults``: contents that the template prints by itself (Qwen2.5's "You are Qwen, …",
   Mistral-Small's dated default): not span, as in ``encode_chat``. The date of Mistral-Small's
@@ -41,8 +41,8 @@ from typing import Any
 import torch
 
 from .chat import token_owners, tokenise
+from .patterns import CONTENT, EDGE, WILD, Item, Pattern, claims, content_span, edges, full
 from .render import ChatTemplateError, render, template_today
-from .span_patterns import CONTENT, EDGE, WILD, Item, Pattern, claims, content_span, edges, full
 
 _DATES = (datetime.date(2024, 7, 26), datetime.date(1999, 3, 13))  # no digit or letter in common
 _TOOLS = (

@@ -1,6 +1,6 @@
 """Adapter files: ``adapter_config.json`` + ``adapter_model.safetensors`` (adapter weights only).
 
-This module reads, verifies and writes files; building a model from them is ``calyrex.loading``.
+This module reads, verifies and writes files; building a model from them is ``calyrex.adapters.loading``.
 Written atomically (temporary file, fsync, rename; weights before the config that vouches for
 them). Loaded with safetensors only — nothing is ever unpickled — and checked against the base
 model: architecture fingerprint, weight signature, the weights file's sha256 and its exact keys.

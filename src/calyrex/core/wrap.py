@@ -8,10 +8,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..span.markers import span_markers_reason
 from . import hf
 from .block import CALBlock
 from .config import CalyrexConfig
-from .markers import span_markers_reason
 from .model import CalyrexModel, check_unwrapped
 
 

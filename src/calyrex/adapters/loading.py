@@ -1,9 +1,9 @@
 """The one model loader of every command (``load_model``: a name, directory or hub id through
-:func:`calyrex.resolve.resolve_model`, plus an optional adapter) and ``load_adapter``: files
-(checked by ``calyrex.adapter_io``) → a wrapped model (``calyrex.methods``).
+:func:`calyrex.backbones.resolve.resolve_model`, plus an optional adapter) and ``load_adapter``: files
+(checked by ``calyrex.core.adapter_io``) → a wrapped model (``calyrex.adapters.methods``).
 
 Every model these return takes the batch ``encode_chat`` returns, ``system_mask`` included
-(:func:`calyrex.methods.accept_system_mask`): callers never branch on the method.
+(:func:`calyrex.adapters.methods.accept_system_mask`): callers never branch on the method.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from torch import nn
 
-from .adapter_io import (
+from ..core.adapter_io import (
     WEIGHTS_NAME,
     AdapterError,
     check_base,
@@ -22,7 +22,7 @@ from .adapter_io import (
     read_weights,
     resolve_dir,
 )
-from .markers import SpanMarkers, span_markers_reason
+from ..span.markers import SpanMarkers, span_markers_reason
 from .methods import accept_system_mask, build
 
 
@@ -90,9 +90,9 @@ def load_model(
 ) -> tuple[nn.Module, Any]:
     """(model in eval mode, tokenizer): ``model`` through the one resolver, ``adapter`` on it.
 
-    ``model``: a directory, a hub id or a registered name (``calyrex.resolve.NAMED_MODELS``:
+    ``model``: a directory, a hub id or a registered name (``calyrex.backbones.resolve.NAMED_MODELS``:
     ``ruleworld``, ``smollm2``). ``dtype``: ``auto`` (bf16 where this machine is fast at it, else
-    fp32: ``calyrex.precision``), or ``float32`` / ``bfloat16`` / ``float16``; ``device`` None:
+    fp32: ``calyrex.backbones.precision``), or ``float32`` / ``bfloat16`` / ``float16``; ``device`` None:
     CUDA when available; ``revision`` and ``trust_remote_code`` as for ``from_pretrained``, for
     the model and its tokenizer; ``from_pretrained``: more keywords for the model's
     ``from_pretrained`` (``attn_implementation``). Whatever the method (none, CAL, ParallelMLP,
@@ -101,8 +101,8 @@ def load_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .precision import resolve as resolve_precision
-    from .resolve import resolve_model
+    from ..backbones.precision import resolve as resolve_precision
+    from ..backbones.resolve import resolve_model
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch_dtype = resolve_precision(dtype, device).dtype

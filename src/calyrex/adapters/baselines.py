@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from . import hf
-from .block import ParallelMLPBlock
-from .config import BlockConfig, CalyrexConfig
-from .model import CalyrexModel
-from .wrap import new_block, place, seeded
+from ..core import hf
+from ..core.block import ParallelMLPBlock
+from ..core.config import BlockConfig, CalyrexConfig
+from ..core.model import CalyrexModel
+from ..core.wrap import new_block, place, seeded
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 

@@ -6,8 +6,8 @@ copied, pickled, compiled, swapped and sharded like any other layer.
 
 Per-call state reaches the layer as two keyword arguments, which HF's decoder models pass to
 every layer unchanged (``**kwargs``), both made once per call by ``CalyrexModel.forward``: the
-call's :class:`~calyrex.cal_cache.SpanCall` (immutable) and the
-:class:`~calyrex.cal_cache.CALCache` it extends. Keyword arguments rather than a context
+call's :class:`~calyrex.core.cal_cache.SpanCall` (immutable) and the
+:class:`~calyrex.core.cal_cache.CALCache` it extends. Keyword arguments rather than a context
 variable because activation checkpointing recomputes a layer in backward on autograd's own
 thread, where a context variable set by the forward is not visible, while the recomputation
 gets the same arguments.
@@ -43,7 +43,7 @@ def reads_span(block: nn.Module) -> bool:
 
 
 def host_gate(block: nn.Module) -> nn.Module | None:
-    """The block's :class:`~calyrex.block.HostGate`, looking through wrappers (None without)."""
+    """The block's :class:`~calyrex.core.block.HostGate`, looking through wrappers (None without)."""
     return next((m.cal_host_gate for m in block.modules() if hasattr(m, "cal_host_gate")), None)
 
 
@@ -90,7 +90,7 @@ class CalyrexLayer(nn.Module):
 def host_bias(
     gate: nn.Module, hidden: torch.Tensor, span: SpanCall, kwargs: dict[str, Any]
 ) -> torch.Tensor:
-    """The (B, Hh, T, K) logit bias of a :class:`~calyrex.block.HostGate` for this call's host
+    """The (B, Hh, T, K) logit bias of a :class:`~calyrex.core.block.HostGate` for this call's host
     attention: K is the attention mask's key length (a static cache's size), else every token
     of the sequence so far; key ``k`` is absolute position ``k``."""
     mask = kwargs.get("attention_mask")
