@@ -27,5 +27,6 @@ def rewrite(blocks: dict[tuple[Path, str], str], root: Path, check: bool, comman
             if not check:
                 page.write_text(new, encoding="utf-8")
     if check and stale:
-        print(f"stale: {', '.join(stale)}: run {command}", file=sys.stderr)
+        pages = dict.fromkeys(stale)  # once each: a page may hold several blocks
+        print(f"stale: {', '.join(pages)}: run {command}", file=sys.stderr)
     return int(check and bool(stale))

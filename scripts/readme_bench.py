@@ -3,7 +3,8 @@
     python scripts/readme_bench.py            # rewrite each block between its markers
     python scripts/readme_bench.py --check    # exit 1 if a page is not what the files give
 
-Every block is written into one docs page (``BLOCKS``: markers, page, result file, renderer):
+Every block is written into one docs page (``BLOCKS``: block name, page, result file, renderer;
+the page holds it between ``<!-- BEGIN name -->`` and ``<!-- END name -->``, ``doc_blocks``):
 ``docs/benchmarks.md`` gets the current run (``benchmarks/results/cpu-2core-qwen2.5-0.5b.json``,
 with the core v2 before/after table from the ``core-v2-*.json`` pairs in ``PAIRS`` when both
 exist) and the real-model run (``cpu-2core-smollm2.json``, ``scripts/bench_smollm2.sh``);
@@ -22,6 +23,8 @@ import json
 import sys
 from pathlib import Path
 
+from doc_blocks import rewrite
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 CURRENT = RESULTS / "cpu-2core-qwen2.5-0.5b.json"
@@ -33,11 +36,8 @@ PAIRS = [  # (before, after, what was run): each pair measured back to back on o
         "--sections inference --repeats 4 --decode-steps 16",
     ),
 ]
-BEGIN, END = "<!-- BEGIN bench-measured -->", "<!-- END bench-measured -->"
 VLLM = RESULTS / "cpu-2core-vllm.json"  # benchmarks/vllm_bench.py (the vLLM lane)
-VBEGIN, VEND = "<!-- BEGIN vllm-bench -->", "<!-- END vllm-bench -->"
 SMOLLM2 = RESULTS / "cpu-2core-smollm2.json"  # scripts/bench_smollm2.sh (a real model)
-SBEGIN, SEND = "<!-- BEGIN bench-smollm2 -->", "<!-- END bench-smollm2 -->"
 SERVE = RESULTS / "cpu-2core-serve-ruleworld.json"  # calyrex bench --sections serve
 SERVE_LATENCY = RESULTS / "cpu-2core-serve-latency.json"  # benchmarks/serve_latency.py
 DPO_MEMORY = RESULTS / "dpo-memory.json"  # benchmarks/dpo_memory.py
@@ -353,46 +353,29 @@ def dpo_memory_section() -> str:
     )
 
 
-BLOCKS = [  # (begin marker, end marker, page, the result file it is written from, renderer)
-    (BEGIN, END, DOCS / "benchmarks.md", CURRENT, section),
-    (SBEGIN, SEND, DOCS / "benchmarks.md", SMOLLM2, smollm2_section),
-    (VBEGIN, VEND, DOCS / "vllm.md", VLLM, vllm_section),
-    ("<!-- BEGIN bench-serve -->", "<!-- END bench-serve -->", DOCS / "serving.md", SERVE,
-     serve_section),
-    ("<!-- BEGIN serve-latency -->", "<!-- END serve-latency -->", DOCS / "serving.md",
-     SERVE_LATENCY, serve_latency_section),
-    ("<!-- BEGIN dpo-memory -->", "<!-- END dpo-memory -->", DOCS / "dpo.md", DPO_MEMORY,
-     dpo_memory_section),
-]  # fmt: skip
+BLOCKS = [  # (block name, page, the result file it is written from, renderer)
+    ("bench-measured", DOCS / "benchmarks.md", CURRENT, section),
+    ("bench-smollm2", DOCS / "benchmarks.md", SMOLLM2, smollm2_section),
+    ("vllm-bench", DOCS / "vllm.md", VLLM, vllm_section),
+    ("bench-serve", DOCS / "serving.md", SERVE, serve_section),
+    ("serve-latency", DOCS / "serving.md", SERVE_LATENCY, serve_latency_section),
+    ("dpo-memory", DOCS / "dpo.md", DPO_MEMORY, dpo_memory_section),
+]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    old = {page: page.read_text(encoding="utf-8") for page in {b[2] for b in BLOCKS}}
-    new = dict(old)
-    for begin, end_marker, page, source, make in BLOCKS:
-        text = new[page]
-        if begin not in text or end_marker not in text:
-            name = page.relative_to(ROOT)
-            print(f"readme_bench: no {begin} … {end_marker} in {name}", file=sys.stderr)
-            return 1
+    blocks = {}
+    for name, page, source, make in BLOCKS:
         if not source.exists():
             print(
                 f"readme_bench: {source.relative_to(ROOT)} not recorded: skipped", file=sys.stderr
             )
             continue
-        start, end = text.index(begin) + len(begin), text.index(end_marker)
-        new[page] = text[:start] + "\n" + make() + "\n" + text[end:]
-    stale = sorted(str(p.relative_to(ROOT)) for p in old if new[p] != old[p])
-    if args.check:
-        if stale:
-            print(f"stale: {', '.join(stale)}: run python scripts/readme_bench.py", file=sys.stderr)
-        return int(bool(stale))
-    for page in stale:
-        (ROOT / page).write_text(new[ROOT / page], encoding="utf-8")
-    return 0
+        blocks[page, name] = f"<!-- BEGIN {name} -->\n{make()}\n<!-- END {name} -->"
+    return rewrite(blocks, ROOT, args.check, "python scripts/readme_bench.py")
 
 
 if __name__ == "__main__":

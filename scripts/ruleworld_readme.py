@@ -15,34 +15,26 @@ import argparse
 import sys
 from pathlib import Path
 
-from calyrex.ruleworld.readme import BEGIN, END, record, section
+from doc_blocks import rewrite
+
+from calyrex.ruleworld.readme import BEGIN, record, section
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "ruleworld"
 PAGE = ROOT / "docs" / "ruleworld.md"
-
-
-def rewrite(text: str) -> str:
-    """``text`` (the page) with its results block regenerated from ``DOCS``."""
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{PAGE.relative_to(ROOT)} has no {BEGIN} … {END} markers")
-    start, end = text.index(BEGIN), text.index(END) + len(END)
-    block = section(DOCS).replace("](docs/", "](")  # the page lives in docs/
-    return text[:start] + block + text[end:]
+NAME = BEGIN.removeprefix("<!-- BEGIN ").removesuffix(" -->")  # the block section() writes
 
 
 def regenerate(check: bool = False) -> int:
     """Rewrite the page (or, with ``check``, return 1 if it is stale)."""
     old = PAGE.read_text(encoding="utf-8")
-    new = rewrite(old)
-    name = PAGE.relative_to(ROOT)
-    if check:
-        if new != old:
-            print(f"{name} is stale: run python scripts/ruleworld_readme.py", file=sys.stderr)
-        return int(new != old)
-    PAGE.write_text(new, encoding="utf-8")
-    print(f"{name} RuleWorld results rewritten" if new != old else f"{name} up to date")
-    return 0
+    block = section(DOCS).replace("](docs/", "](")  # the page lives in docs/
+    status = rewrite({(PAGE, NAME): block}, ROOT, check, "python scripts/ruleworld_readme.py")
+    if not check and not status:
+        changed = PAGE.read_text(encoding="utf-8") != old
+        name = PAGE.relative_to(ROOT)
+        print(f"{name} RuleWorld results rewritten" if changed else f"{name} up to date")
+    return status
 
 
 def main() -> int:

@@ -107,7 +107,8 @@ def test_reference_log_probs_are_the_base_models_bit_for_bit(method, tok, tmp_pa
     model = _adapted(method, tok)
     trainer = _trainer(model, tok, tmp_path)
     batch = trainer.data_collator(dpo.encode_pairs(tok, _pairs(4), 256))
-    span = {"system_mask": batch["system_mask"]} if "system_mask" in batch else {}
+    span = {"system_mask": batch["system_mask"]}  # every method's batch carries the span
+    assert span["system_mask"].shape == batch["input_ids"].shape and span["system_mask"].any()
     base = _base()
     add_fused_lm_head(base)
     expected = _log_probs(base, batch)

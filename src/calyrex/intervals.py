@@ -27,6 +27,15 @@ def _r(x: float) -> float:
     return round(x, 4)
 
 
+def t_interval(values: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and 95 % Student-t half-width of a few values (seeds); half-width None for one."""
+    k, m = len(values), sum(values) / len(values)
+    if k < 2:
+        return m, None
+    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (k - 1))
+    return m, T95.get(k - 1, Z95) * sd / math.sqrt(k)
+
+
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval of a proportion ``k / n`` (Wilson 1927)."""
     if n == 0:

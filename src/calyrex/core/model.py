@@ -35,6 +35,8 @@ from ..span.markers import SpanMarkers, detect_system_mask
 from ..version import __version__
 from . import hf
 from .adapter_io import write_adapter
+from .adapter_state import adapter_tensors, load_adapter_tensors
+from .adapter_state import whole as whole  # re-exported: calyrex.core.model.whole
 from .cal_cache import CALCache, cal_cache, for_call
 from .layer import CACHE_KW, SPAN_KW, CalyrexLayer, reads_span
 from .mask import call_span, positions_restart
@@ -381,24 +383,11 @@ class CalyrexModel(nn.Module, GenerationMixin):
         Under FSDP2 the parameters are sharded DTensors: each is gathered whole, a collective
         that every rank must join (call this on all ranks, write on one).
         """
-        return {
-            f"cal_blocks.{i}.{name}": whole(tensor)
-            for i, block in self.cal_blocks.items()
-            for name, tensor in block.state_dict().items()
-        }
+        return adapter_tensors(self.cal_blocks)
 
     def load_adapter_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Inverse of :meth:`adapter_state_dict` (keys checked by the caller)."""
-        for i, block in self.cal_blocks.items():
-            prefix = f"cal_blocks.{i}."
-            mine = block.state_dict()
-            block.load_state_dict(
-                {
-                    k[len(prefix) :]: _like(mine.get(k[len(prefix) :]), v)
-                    for k, v in state.items()
-                    if k.startswith(prefix)
-                }
-            )
+        load_adapter_tensors(self.cal_blocks, state)
 
     def adapter_record(self) -> dict[str, Any]:
         """What ``adapter_config.json`` says about this adapter (weights' checksum added at save)."""
@@ -420,22 +409,6 @@ class CalyrexModel(nn.Module, GenerationMixin):
             return super().__getattr__(name)
         except AttributeError:
             return getattr(super().__getattr__("base"), name)
-
-
-def whole(tensor: torch.Tensor) -> torch.Tensor:
-    """A whole tensor: a sharded DTensor (FSDP2) gathered, anything else as it is."""
-    full = getattr(tensor, "full_tensor", None)
-    return full() if full is not None else tensor
-
-
-def _like(current: torch.Tensor | None, value: torch.Tensor) -> torch.Tensor:
-    """``value`` sharded as ``current`` is when that is a DTensor (FSDP2); every rank calls this."""
-    mesh = getattr(current, "device_mesh", None)
-    if mesh is None:
-        return value
-    from torch.distributed.tensor import distribute_tensor
-
-    return distribute_tensor(value.to(current.dtype), mesh, current.placements)
 
 
 def _without_span(model_kwargs: dict[str, Any]) -> dict[str, Any]:

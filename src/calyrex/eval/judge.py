@@ -83,6 +83,7 @@ class HFJudge:
     def from_pretrained(cls, name: str, max_new_tokens: int = 512) -> HFJudge:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        # not load_model: a judge may outgrow one device; device_map="auto" spreads it over all
         tok = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name, dtype="auto", device_map="auto")
         return cls(model, tok, max_new_tokens)

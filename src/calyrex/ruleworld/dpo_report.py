@@ -16,7 +16,7 @@ NAMES = {"calyrex": "CALYREX late8th", "lora": "LoRA", "parallel_mlp": "Parallel
 
 
 def _points(x: float) -> str:
-    return f"{100 * x:+.1f}"
+    return f"{round(100 * x, 1) + 0.0:+.1f}"  # + 0.0: no signed zero
 
 
 def _diff(entry: dict[str, Any]) -> str:

@@ -19,10 +19,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..intervals import t_interval
 from .corpus import sft_corpus, write_jsonl, write_rows
 from .demo import METHODS, TRAINING, DemoConfig
 from .evaluate import EvalConfig, evaluate
-from .intervals import T95, Z95, over_seeds
+from .intervals import over_seeds
 from .preference import preference_corpus
 from .train import DEVICE, DTYPE, backbone_dir, train_adapter
 from .world import World
@@ -140,12 +141,10 @@ def _gain(dpo: list[dict], sft: list[dict]) -> dict[str, Any]:
 
 
 def _mean_interval(values: list[float]) -> dict[str, Any]:
-    k, m = len(values), sum(values) / len(values)
-    if k < 2:
-        return {"mean": round(m, 4), "ci95": None, "seeds": values}
-    sd = (sum((v - m) ** 2 for v in values) / (k - 1)) ** 0.5
-    half = T95.get(k - 1, Z95) * sd / k**0.5
-    return {"mean": round(m, 4), "ci95": [round(m - half, 4), round(m + half, 4)], "seeds": values}
+    """A signed difference over seeds: its mean and t-interval (not clipped to [0, 1])."""
+    m, half = t_interval(values)
+    ci95 = None if half is None else [round(m - half, 4), round(m + half, 4)]
+    return {"mean": round(m, 4), "ci95": ci95, "seeds": values}
 
 
 def gather(root: Path, cfg: DpoConfig) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..intervals import T95, Z95, Rate, mean, proportion, wilson
+from ..intervals import Rate, mean, proportion, t_interval, wilson
 
 __all__ = [  # the rates themselves are calyrex.intervals'; RuleWorld's modules read them here
     "Rate",
@@ -57,9 +57,9 @@ def over_seeds(entries: Sequence[Any]) -> Any:
     if not is_rate(first) or len(entries) == 1:
         return first
     rates = [e["rate"] for e in entries]
-    k, m = len(rates), sum(rates) / len(rates)
+    k = len(rates)
+    m, half = t_interval(rates)
     sd = math.sqrt(sum((r - m) ** 2 for r in rates) / (k - 1))
-    half = T95.get(k - 1, Z95) * sd / math.sqrt(k)
     # the wider of the seeds' t-interval and the examples' own (averaged over the seeds): with
     # few seeds that agree, the finite example set is still the larger uncertainty
     lo = min(m - half, sum(e["ci95"][0] for e in entries) / k)

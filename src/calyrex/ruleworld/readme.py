@@ -4,9 +4,9 @@
 ``results.json`` and the wall time and command of its ``run.json``); ``study.json`` the
 variant study (:mod:`.study_report` renders it). :func:`section` renders
 every such file — the command, the wall time, the table with 95 % intervals and the
-comparisons whose intervals do not overlap — and :func:`rewrite` puts it between the README's
-``<!-- BEGIN ruleworld-results -->`` and ``<!-- END ruleworld-results -->`` markers
-(``python scripts/ruleworld_readme.py``; ``--check`` fails when the README is stale).
+comparisons whose intervals do not overlap — and ``python scripts/ruleworld_readme.py`` puts it
+between its ``<!-- BEGIN ruleworld-results -->`` and ``<!-- END ruleworld-results -->`` markers
+(``scripts/doc_blocks.py``; ``--check`` fails when the page is stale).
 """
 
 from __future__ import annotations
@@ -127,8 +127,3 @@ def section(docs: Path) -> str:
         "do not edit by hand -->\n"
     )
     return f"{BEGIN}\n{head}{NOTE}\n\n{body}{END}"
-
-
-def rewrite(readme: str, docs: Path) -> str:
-    start, end = readme.index(BEGIN), readme.index(END) + len(END)
-    return readme[:start] + section(docs) + readme[end:]

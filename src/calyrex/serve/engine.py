@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from ..adapters.methods import accept_system_mask
+from ..adapters.methods import accept_system_mask, is_calyrex
 from ..core import hf
 from .batch import DecodeBatch
 from .config import ServeConfig
@@ -84,8 +84,9 @@ class _Row:
 
 
 def adapter_digest(model: Any) -> str:
-    """sha256 of the adapter tensors (``base`` for a model without one): part of every cache key."""
-    if not hasattr(model, "adapter_state_dict"):
+    """sha256 of a calyrex model's adapter tensors (``base`` for any other model): part of every
+    cache key."""
+    if not is_calyrex(model):
         return "base"
     h = hashlib.sha256()
     for name, t in sorted(model.adapter_state_dict().items()):

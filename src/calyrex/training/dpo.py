@@ -40,6 +40,7 @@ try:
 except ImportError as err:  # an optional dependency: pip install 'calyrex[dpo]'
     raise ImportError("objective 'dpo' needs TRL: pip install 'calyrex[dpo]'") from err
 
+from ..adapters.methods import accept_system_mask
 from ..core.model import CalyrexModel
 from ..span.chat import SystemPromptTruncatedError, encode_one
 from .data import DataError, EncodeStats, read_rows
@@ -211,18 +212,16 @@ class FreeReference(nn.Module):
 @dataclass
 class PreferenceCollator(DataCollatorForPreference):
     """TRL's collator (rows ``[chosen…, rejected…]``, right padding, ``keep_start`` truncation)
-    plus ``system_mask`` (2B, T): each row's prompt span, padded with zeros, for calyrex
-    models (``with_span``); PEFT models take no such argument."""
-
-    with_span: bool = True
+    plus ``system_mask`` (2B, T): each row's prompt span, padded with zeros. Every model takes
+    it (:func:`~calyrex.adapters.methods.accept_system_mask`): calyrex models read it, the
+    base model and PEFT models ignore it."""
 
     def torch_call(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         out = super().torch_call(examples)
-        if self.with_span:
-            width = out["input_ids"].shape[1]
-            rows = [e["system_mask"][:width] for e in examples]
-            rows = [r + [0] * (width - len(r)) for r in rows]
-            out["system_mask"] = torch.tensor(rows + rows, dtype=torch.long)  # chosen, rejected
+        width = out["input_ids"].shape[1]
+        rows = [e["system_mask"][:width] for e in examples]
+        rows = [r + [0] * (width - len(r)) for r in rows]
+        out["system_mask"] = torch.tensor(rows + rows, dtype=torch.long)  # chosen, rejected
         return out
 
 
@@ -254,11 +253,13 @@ class PreferenceTrainer(AdapterTrainer, DPOTrainer):
     ) -> None:
         from datasets import Dataset
 
+        # every batch carries system_mask: the policy and a given reference take it (the contract)
+        model = accept_system_mask(model)
+        ref_model = None if ref_model is None else accept_system_mask(ref_model)
         pad = tokenizer.pad_token_id
         collator = PreferenceCollator(
             pad_token_id=tokenizer.eos_token_id if pad is None else pad,
             max_length=args.max_length,
-            with_span=isinstance(model, CalyrexModel),
         )
         if not isinstance(train_dataset, Dataset):
             train_dataset = Dataset.from_list(list(train_dataset))

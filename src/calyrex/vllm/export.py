@@ -58,8 +58,7 @@ def _architecture(config: dict[str, Any]) -> str:
 def export_vllm(model: str, adapter: str, out: str) -> Path:
     """Write a vLLM model directory for ``model`` (``ruleworld``, a directory or a hub id) with
     the CALYREX ``adapter`` (a directory or a hub id) to ``out`` (must not exist yet)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from ..adapters.loading import load_model
 
     target = Path(out)
     if target.exists():
@@ -80,14 +79,13 @@ def export_vllm(model: str, adapter: str, out: str) -> Path:
         )
     config = json.loads((source / "config.json").read_text())
     arch = _architecture(config)
-    tok = AutoTokenizer.from_pretrained(source)
+    base, tok = load_model(str(source), dtype="float32", device="cpu")
     markers, reason = span_markers_reason(tok)
     if markers is None:
         raise ValueError(
             f"vLLM gets the system span from token ids, and this tokenizer's chat template has no "
             f"token-level span rule: {reason}"
         )
-    base = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
     check_base(record, base, adapter_dir)
     del base
     tensors = read_weights(adapter_dir, record)
