@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from calyrex.ruleworld.demo import METHODS
-from calyrex.ruleworld.dpo_report import judge, markdown, verdict
+from calyrex.ruleworld.dpo_report import judge, markdown, own_effects, verdict
 from calyrex.ruleworld.dpo_study import FULL, METRICS, gather
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +46,9 @@ def test_gather_pairs_seeds_and_judges_gains(tmp_path):
     assert judge(versus["task_accuracy"], "task_accuracy") == "less"
     said = verdict(result)
     assert "3 training seeds" in said and "injection" in said
+    # each method's own DPO effect: calyrex's drop of 20 points is resolved both ways
+    own = own_effects(result)
+    assert "CALYREX late8th: held-out rules -20.0 (worse), injection -20.0 (better)" in own
     block = "\n".join(markdown(result))
     assert "CALYREX late8th SFT → DPO" in block and "CALYREX's gain − LoRA's" in block
 

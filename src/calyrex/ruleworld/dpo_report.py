@@ -88,7 +88,23 @@ def verdict(result: dict[str, Any], baseline: str = "lora") -> str:
     ]
     if len(seeds) < 2:
         parts.append("With one seed there is no interval: every difference is unresolved.")
+    else:
+        parts.append(own_effects(result))
     return " ".join(parts)
+
+
+def own_effects(result: dict[str, Any]) -> str:
+    """DPO − SFT per method where its interval excludes zero, as better or worse."""
+    said = []
+    for method, gains in result["gains"].items():
+        shown = []
+        for k, label in METRICS.items():
+            way = judge(gains[k], k)  # "more": DPO improved this metric, "less": it hurt it
+            if way != "no difference shown":
+                word = "better" if way == "more" else "worse"
+                shown.append(f"{label.rstrip(' ↑↓')} {_points(gains[k]['mean'])} ({word})")
+        said.append(f"{NAMES.get(method, method)}: {', '.join(shown) or 'no change shown'}")
+    return "DPO against SFT alone (points, interval excluding zero): " + "; ".join(said) + "."
 
 
 def markdown(result: dict[str, Any]) -> list[str]:
