@@ -9,8 +9,9 @@ import time
 import pytest
 
 from calyrex.cli import main
-from calyrex.study.config import QUICK
+from calyrex.study.config import FULL, QUICK
 from calyrex.study.markdown import render
+from calyrex.study.real import runs
 from calyrex.study.report import Metric, metrics, verdict
 
 
@@ -21,6 +22,17 @@ def test_verdicts_follow_the_interval_and_the_direction():
     assert verdict(down, {"ci95": [0.01, 0.2]}, "lora") == "lora better"
     assert verdict(down, {"ci95": [-0.3, 0.1]}, "lora") == "no difference resolved"
     assert verdict(up, {"ci95": [math.nan, math.nan]}, "lora") == "no difference resolved"
+
+
+def test_runs_put_the_papers_comparison_first_and_each_dpo_arm_after_its_start():
+    order = [name for name, _, _ in runs(FULL)]
+    assert order[:4] == ["base", "calyrex-late8th-s0", "lora-s0", "parallel_mlp-s0"]
+    assert len(order) == len(set(order))
+    for name, arm, seed in runs(FULL)[1:]:
+        if arm.init_from:  # a DPO arm starts from its SFT adapter, which must exist first
+            assert order.index(f"{arm.init_from}-s{seed}") < order.index(name)
+    firsts = [order.index(f"{a}-s0") for a in ("calyrex-late8th", "lora", "parallel_mlp")]
+    assert max(firsts) < min(order.index(n) for n in order if n.endswith("-s1"))
 
 
 def test_cli_takes_the_study_as_a_positional_argument(capsys):

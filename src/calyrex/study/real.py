@@ -195,16 +195,18 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
 
 def runs(cfg: StudyConfig) -> list[tuple[str, Arm | None, int | None]]:
     """(run name, arm, seed) of every model, in the order they are made: the base, then seed by
-    seed (so a study cut short holds whole comparisons) each SFT arm, followed by the DPO arms
-    that start from its adapter."""
+    seed (so a study cut short holds whole comparisons) the paper's comparison first (the SFT
+    arms trained on every seed), then the DPO arms (each starts from one of those), then the
+    extra arms (another placement, equal wall time)."""
     out: list[tuple[str, Arm | None, int | None]] = [("base", None, None)]
     seeds = sorted({s for a in cfg.arms for s in cfg.seeds_of(a)})
+    main = [a for a in cfg.arms if not a.init_from and a.seeds is None]
+    dpo = [a for a in cfg.arms if a.init_from]
+    extra = [a for a in cfg.arms if not a.init_from and a.seeds is not None]
     for seed in seeds:
-        for arm in (a for a in cfg.arms if not a.init_from and seed in cfg.seeds_of(a)):
-            out.append((run_name(arm, seed), arm, seed))
-            for dpo in (a for a in cfg.arms if a.init_from == arm.label):
-                if seed in cfg.seeds_of(dpo):
-                    out.append((run_name(dpo, seed), dpo, seed))
+        for arm in (*main, *dpo, *extra):
+            if seed in cfg.seeds_of(arm):
+                out.append((run_name(arm, seed), arm, seed))
     return out
 
 
