@@ -80,3 +80,13 @@ def test_readme_study_block_is_generated_from_the_committed_report():
     root = Path(__file__).resolve().parents[1]
     check = [sys.executable, str(root / "scripts" / "readme_study.py"), "--check"]
     assert subprocess.run(check, cwd=root).returncode == 0, "run scripts/readme_study.py"
+
+
+def test_an_accuracy_without_lm_evals_stderr_gets_lm_evals_formula():
+    from calyrex.study.report import _stderr
+
+    # ARC-Easy as lm-eval reported it on the base model (acc 0.475 of 40, stderr 0.07996…)
+    reported = {"metrics": {"acc": 0.475, "acc_stderr": 0.07996393417804533, "n": 40}}
+    group = {"metrics": {"acc": 0.475, "n": 40}}  # a group task (mmlu_local) reports none
+    assert _stderr(group, "acc") == pytest.approx(_stderr(reported, "acc"), rel=1e-9)
+    assert _stderr({"metrics": {"asr": 0.5, "n": 40}}, "asr") is None  # not an accuracy

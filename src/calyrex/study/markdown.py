@@ -35,7 +35,21 @@ def results_table(report: dict[str, Any], labels: list[str]) -> list[str]:
         n = next((c.get("n") for c in row["cells"].values() if c.get("n")), None)
         cells = [rate(row["cells"].get(x)) for x in shown]
         lines.append(f"| {row['title']} {arrow} | {n or '–'} | " + " | ".join(cells) + " |")
-    return lines
+    partial = seeds_in(report, shown)
+    return [*lines, "", partial] if partial else lines
+
+
+def seeds_in(report: dict[str, Any], labels: list[str]) -> str:
+    """A line naming the columns whose seeds are not all in yet (the study runs seed by seed)."""
+    said = []
+    for label in labels:
+        cells = [r["cells"][label] for r in report["metrics"].values() if label in r["cells"]]
+        done = sorted({len(c["per_seed"]) for c in cells if "seeds_planned" in c})
+        planned = max((c["seeds_planned"] for c in cells if "seeds_planned" in c), default=0)
+        if done and done[0] < planned:
+            k = str(done[0]) if len(done) == 1 else f"{done[0]}–{done[-1]}"
+            said.append(f"{label} {k} of {planned}")
+    return f"Seeds finished so far (mean over them): {', '.join(said)}." if said else ""
 
 
 def differences_table(report: dict[str, Any]) -> list[str]:

@@ -75,8 +75,16 @@ def _items(cfg: StudyConfig, out: Path, run: str, m: Metric) -> dict[str, tuple[
 
 
 def _stderr(record: dict[str, Any], name: str) -> float | None:
-    value = (record.get("metrics") or {}).get(f"{name}_stderr")
-    return float(value) if isinstance(value, int | float) else None
+    """lm-eval's standard error of ``name``; for an accuracy it does not report (a group task
+    such as ``mmlu_local``), the same formula lm-eval uses for a mean of 0/1 scores."""
+    metrics = record.get("metrics") or {}
+    value = metrics.get(f"{name}_stderr")
+    if isinstance(value, int | float):
+        return float(value)
+    p, n = metrics.get(name), metrics.get("n")
+    if name.startswith("acc") and isinstance(p, int | float) and isinstance(n, int) and n > 1:
+        return math.sqrt(p * (1 - p) / (n - 1))  # sample sd / sqrt(n) of n scores in {0, 1}
+    return None
 
 
 def _mean_items(per_seed: list[dict[str, tuple[str, float]]]) -> dict[str, tuple[str, float]]:
@@ -91,12 +99,19 @@ def _cell(cfg: StudyConfig, out: Path, label: str, m: Metric) -> dict[str, Any] 
     names = (
         ["base"] if label == "base" else [run_name(cfg.arm(label), s) for s in _seeds(cfg, label)]
     )
-    records = [finished(out, r, cfg.suite(m.suite)) for r in names]
-    values = [(r.get("metrics") or {}).get(m.name) for r in records if r]
-    values = [float(v) for v in values if isinstance(v, int | float)]
-    if not values or len(values) < len(names):
+    planned = len(names)
+    records = []  # the seeds finished so far, in order: a study runs seed by seed
+    for r in names:
+        record = finished(out, r, cfg.suite(m.suite))
+        if record is None or not isinstance((record.get("metrics") or {}).get(m.name), int | float):
+            break
+        records.append(record)
+    names = names[: len(records)]
+    if not records:
         return None
+    values = [float(r["metrics"][m.name]) for r in records]
     cell: dict[str, Any] = {"value": float(np.mean(values)), "per_seed": values}
+    cell["seeds_planned"] = planned
     items = [_items(cfg, out, r, m) for r in names]
     if all(items):
         avg = _mean_items(items)  # type: ignore[arg-type]
@@ -157,7 +172,12 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         row["differences"] = {}
         for base in BASELINES:
             if cells.get(CALYREX) and cells.get(base):
-                diff = _difference(cfg, cells[CALYREX], cells[base])
+                k = min(len(cells[CALYREX]["per_seed"]), len(cells[base]["per_seed"]))
+                ours, theirs = (
+                    cells[x] if len(cells[x]["per_seed"]) == k else _first_seeds(cfg, out, x, m, k)
+                    for x in (CALYREX, base)
+                )  # paired over the seeds both have finished
+                diff = _difference(cfg, ours, theirs)
                 row["differences"][base] = {**diff, "verdict": verdict(m, diff, base)}
         row["dpo_gain"] = {}
         for arm in cfg.arms:  # what preference training added to its SFT starting point
