@@ -33,6 +33,27 @@ def test_runs_put_the_papers_comparison_first_and_each_dpo_arm_after_its_start()
             assert order.index(f"{arm.init_from}-s{seed}") < order.index(name)
     firsts = [order.index(f"{a}-s0") for a in ("calyrex-late8th", "lora", "parallel_mlp")]
     assert max(firsts) < min(order.index(n) for n in order if n.endswith("-s1"))
+    main_arms = [n for n, arm, _ in runs(FULL)[1:] if arm.seeds is None and not arm.init_from]
+    assert order[1 : 1 + len(main_arms)] == main_arms, "every seed of the comparison first"
+
+
+def test_a_dpo_run_to_redo_brings_back_the_sft_adapter_it_starts_from(tmp_path):
+    """Committed results keep no weights: a DPO run whose evaluation is unfinished and whose
+    adapter is gone is trained again, so the SFT run it starts from is needed again too."""
+    from calyrex.study.real import _adapter_needed
+
+    sft, dpo = FULL.arm("parallel_mlp"), FULL.arm("parallel_mlp-dpo")
+    for arm in (sft, dpo):
+        (tmp_path / "train" / f"{arm.label}-s0").mkdir(parents=True)
+        (tmp_path / "train" / f"{arm.label}-s0" / "summary.json").write_text("{}")
+    for suite in FULL.suites:  # the SFT run is fully evaluated, the DPO run is not
+        where = tmp_path / "eval" / "parallel_mlp-s0" / suite.key
+        where.mkdir(parents=True)
+        (where / f"{suite.name}.json").write_text(json.dumps({"status": "ok"}))
+    assert _adapter_needed(FULL, tmp_path, dpo, 0)
+    assert _adapter_needed(FULL, tmp_path, sft, 0)
+    (tmp_path / "train" / "parallel_mlp-dpo-s0" / "adapter").mkdir()  # its adapter is here
+    assert not _adapter_needed(FULL, tmp_path, sft, 0)
 
 
 def test_cli_takes_the_study_as_a_positional_argument(capsys):

@@ -73,6 +73,9 @@ class StudyConfig:
     lr: float = 3e-4
     dpo_lr: float = 5e-5
     dpo_beta: float = 0.1
+    # fixed, not "auto": a study resumed on a machine with fast bf16 must not mix precisions
+    # ("auto" still exists for a one-machine study: calyrex.backbones.precision)
+    precision: str = "fp32"
     seeds: tuple[int, ...] = (0, 1, 2)
     arms: tuple[Arm, ...] = (
         Arm("calyrex-late8th", "calyrex"),

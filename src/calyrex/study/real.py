@@ -26,7 +26,7 @@ STAGES = ("mix", "analyze", "train", "eval", "report")
 # what a finished unit was made with: a rerun with other values would mix two recipes (arms
 # and suites may be added to a study; evaluation limits are recorded in each suite's run.json)
 RECIPE = ("model", "mix_rows", "preference_rows", "steps", "dpo_steps", "batch_size")
-RECIPE += ("max_length", "lr", "dpo_lr", "dpo_beta", "analyze_examples")
+RECIPE += ("max_length", "lr", "dpo_lr", "dpo_beta", "precision", "analyze_examples")
 
 
 def run_name(arm: Arm, seed: int) -> str:
@@ -71,7 +71,13 @@ def choose_layers(cfg: StudyConfig, out: Path) -> list[int]:
 
     file = out / "analyze" / "analysis.json"
     if not file.is_file():
-        analyze(cfg.model, str(file.parent), max_examples=cfg.analyze_examples, progress=False)
+        analyze(
+            cfg.model,
+            str(file.parent),
+            max_examples=cfg.analyze_examples,
+            dtype=cfg.precision,
+            progress=False,
+        )
     result = json.loads(file.read_text())
     band = result.get("recommended_layers")
     late = PRESETS["late8th"](result["num_layers"])
@@ -139,6 +145,7 @@ def train_arm(
             init_adapter=str(init) if init else None,
             lr=cfg.dpo_lr if arm.objective == "dpo" else cfg.lr,
             beta=cfg.dpo_beta,
+            precision=cfg.precision,
             batch_size=cfg.batch_size,
             max_length=cfg.max_length,
             seed=seed,
@@ -170,7 +177,9 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
             if "model" not in cache:
                 from ..adapters.loading import load_model
 
-                cache["model"], cache["tok"] = load_model(cfg.model, adapter and str(adapter))
+                cache["model"], cache["tok"] = load_model(
+                    cfg.model, adapter and str(adapter), dtype=cfg.precision
+                )
             gen = Generator(cache["model"], cache["tok"], suite.max_new_tokens, cfg.eval_batch_size)
             return gen, None
 
@@ -194,19 +203,20 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
 
 
 def runs(cfg: StudyConfig) -> list[tuple[str, Arm | None, int | None]]:
-    """(run name, arm, seed) of every model, in the order they are made: the base, then seed by
-    seed (so a study cut short holds whole comparisons) the paper's comparison first (the SFT
-    arms trained on every seed), then the DPO arms (each starts from one of those), then the
-    extra arms (another placement, equal wall time)."""
+    """(run name, arm, seed) of every model, in the order they are made: the base, then the
+    paper's comparison (the SFT arms trained on every seed) seed by seed, so a study cut short
+    holds whole comparisons; then the DPO arms (each starts from one of those), then the extra
+    arms (another placement, equal wall time)."""
     out: list[tuple[str, Arm | None, int | None]] = [("base", None, None)]
     seeds = sorted({s for a in cfg.arms for s in cfg.seeds_of(a)})
     main = [a for a in cfg.arms if not a.init_from and a.seeds is None]
     dpo = [a for a in cfg.arms if a.init_from]
     extra = [a for a in cfg.arms if not a.init_from and a.seeds is not None]
-    for seed in seeds:
-        for arm in (*main, *dpo, *extra):
-            if seed in cfg.seeds_of(arm):
-                out.append((run_name(arm, seed), arm, seed))
+    for group in (main, dpo, extra):
+        for seed in seeds:
+            for arm in group:
+                if seed in cfg.seeds_of(arm):
+                    out.append((run_name(arm, seed), arm, seed))
     return out
 
 
@@ -229,12 +239,18 @@ def _eval_done(cfg: StudyConfig, out: Path, run: str, first: bool) -> bool:
 
 
 def _adapter_needed(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> bool:
-    """Whether this run's adapter is still to be used: by its evaluation or a DPO arm after it."""
+    """Whether this run's adapter is still to be used: by its evaluation, or by a DPO arm after
+    it that is not trained yet or must be trained again (its own adapter gone and still needed)."""
     first = seed == cfg.seeds_of(arm)[0]
     if not _eval_done(cfg, out, run_name(arm, seed), first):
         return True
-    later = [a for a in cfg.arms if a.init_from == arm.label and seed in cfg.seeds_of(a)]
-    return any(not (out / "train" / run_name(a, seed) / "summary.json").is_file() for a in later)
+    for later in (a for a in cfg.arms if a.init_from == arm.label and seed in cfg.seeds_of(a)):
+        where = out / "train" / run_name(later, seed)
+        if not (where / "summary.json").is_file():
+            return True
+        if not (where / "adapter").is_dir() and _adapter_needed(cfg, out, later, seed):
+            return True
+    return False
 
 
 def _forget_if_adapter_gone(where: Path) -> None:
