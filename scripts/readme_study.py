@@ -18,8 +18,10 @@ from pathlib import Path
 from doc_blocks import rewrite
 
 from calyrex.study.markdown import (
+    claims,
     differences_table,
     dpo_table,
+    dpo_verdict,
     results_table,
     training_table,
     verdict_counts,
@@ -55,7 +57,9 @@ def block(report: dict) -> str:
             *_filled(results_table(report, LABELS)),
             *_filled(differences_table(report)),
             *([*verdict_counts(report), ""] if verdict_counts(report) else []),
+            *([*claims(report), ""] if claims(report) else []),
             *_filled(dpo_table(report)),
+            *([dpo_verdict(report), ""] if dpo_verdict(report) else []),
             *_filled(training_table(report)),
             END,
         ]

@@ -111,3 +111,75 @@ def test_an_accuracy_without_lm_evals_stderr_gets_lm_evals_formula():
     group = {"metrics": {"acc": 0.475, "n": 40}}  # a group task (mmlu_local) reports none
     assert _stderr(group, "acc") == pytest.approx(_stderr(reported, "acc"), rel=1e-9)
     assert _stderr({"metrics": {"asr": 0.5, "n": 40}}, "asr") is None  # not an accuracy
+
+
+def test_a_gain_minus_a_gain_is_paired_item_by_item():
+    """DPO's gain for CALYREX minus LoRA's: (dpo − sft) − (dpo − sft) per item, then bootstrapped."""
+    from calyrex.study.report import _difference, _minus
+
+    def cell(scores):
+        items = {f"i{k}": ("g", float(v)) for k, v in enumerate(scores)}
+        return {
+            "value": sum(scores) / len(scores),
+            "per_seed": [sum(scores) / len(scores)],
+            "items": items,
+        }
+
+    cal_gain = _minus(cell([1, 1, 1, 1]), cell([0, 0, 1, 1]))  # +0.5: items 0 and 1 learned
+    lora_gain = _minus(cell([0, 0, 1, 1]), cell([0, 0, 1, 1]))  # nothing moved
+    diff = _difference(QUICK, cal_gain, lora_gain)
+    assert diff["value"] == pytest.approx(0.5) and diff["n"] == 4
+    assert diff["ci95"][0] >= 0 and diff["ci95"][1] <= 1
+    up = Metric("s", "m", "t")
+    assert verdict(up, {"ci95": [0.01, 0.9]}, "lora") == "CALYREX better"
+    no_items = _minus(
+        {"value": 0.5, "per_seed": [0.5], "se": 0.03}, {"value": 0.4, "per_seed": [0.4], "se": 0.04}
+    )
+    assert no_items["se"] == pytest.approx(0.05) and "items" not in no_items
+
+
+def test_the_claims_are_worded_from_the_verdicts():
+    from calyrex.study.markdown import claims, dpo_verdict
+
+    def row(title, lora, pmlp, **extra):
+        diffs = {"lora": {"verdict": lora}, "parallel_mlp": {"verdict": pmlp}}
+        return {"title": title, "differences": diffs, **extra}
+
+    def cap(title, ours, base, lora, vs_base="no difference resolved"):
+        cells = {"base": {"value": base}, "calyrex-late8th": {"value": ours}}
+        cells |= {"lora": {"value": lora}, "parallel_mlp": {"value": base}}
+        spread = [ours - base, ours - base]
+        vs = {"value": ours - base, "seed_spread": spread, "verdict": vs_base}
+        return row(
+            title, "no difference resolved", "no difference resolved", cells=cells, vs_base=vs
+        )
+
+    unresolved = "no difference resolved"
+    report = {
+        "metrics": {
+            "sys_ifeval:a": row("IFEval a", "lora better", unresolved),
+            "struq:asr": row("StruQ", "CALYREX better", "parallel_mlp better"),
+            "msj_hijack:asr@4": row("MSJ 4", "CALYREX better", "CALYREX better"),
+            "boolq:acc": cap("boolq acc (system prompt)", 0.3, 0.4, 0.4, "base better"),
+            "boolq-nosys:acc": cap("boolq acc (no system prompt)", 0.4, 0.4, 0.35),
+        }
+    }
+    text = "\n".join(claims(report))
+    assert "does not reproduce against LoRA (LoRA better on IFEval a)" in text
+    assert "not resolved against ParallelMLP (1 rows" in text
+    assert (
+        "mixed against ParallelMLP" not in text
+        and "reproduces against ParallelMLP (better on MSJ 4)" in text
+    )
+    assert "mixed against LoRA" not in text.split("StruQ")[0]
+    assert (
+        "exactly the base's accuracy on 1 of 1" in text
+        and "LoRA's on 1, ParallelMLP's on 0" in text
+    )
+    assert "the base is better on boolq acc (system prompt)" in text
+    assert dpo_verdict(report) == ""  # no DPO rows: nothing said
+    report["metrics"]["struq:asr"]["dpo_calyrex_vs_lora"] = {"verdict": "CALYREX better"}
+    assert (
+        "helped CALYREX more than LoRA on: StruQ; less on: none; no difference shown on 0 of 1"
+        in dpo_verdict(report)
+    )

@@ -117,6 +117,104 @@ def verdict_counts(report: dict[str, Any]) -> list[str]:
     return out
 
 
+# the paper's claims and the report rows that test each (key prefixes of ``report["metrics"]``)
+CLAIMS = {
+    "follows its system prompt better (sys-IFEval)": ("sys_ifeval:",),
+    "resists prompt injection (StruQ, SEP)": ("struq:", "sep:"),
+    "resists hijacking and extraction (Tensor Trust)": ("tensortrust:HRR", "tensortrust:ERR"),
+    "resists many-shot hijacking": ("msj_hijack:",),
+}
+NAMES = {"lora": "LoRA", "parallel_mlp": "ParallelMLP"}
+
+
+def _outcome(verdicts: list[str], baseline: str, titles: list[str]) -> str:
+    """One baseline's verdicts on one claim's rows, in words."""
+    wins = [t for t, v in zip(titles, verdicts, strict=True) if v == "CALYREX better"]
+    losses = [t for t, v in zip(titles, verdicts, strict=True) if v == f"{baseline} better"]
+    name = NAMES.get(baseline, baseline)
+    if wins and not losses:
+        return f"reproduces against {name} (better on {', '.join(wins)})"
+    if losses and not wins:
+        return f"does not reproduce against {name} ({name} better on {', '.join(losses)})"
+    if wins:
+        return f"mixed against {name} (better on {', '.join(wins)}; worse on {', '.join(losses)})"
+    return f"not resolved against {name} ({len(verdicts)} rows, no interval excludes 0)"
+
+
+def claims(report: dict[str, Any]) -> list[str]:
+    """Which of the paper's claims reproduce on this model, in words, from the verdicts."""
+    rows = report["metrics"]
+    out = []
+    for claim, prefixes in CLAIMS.items():
+        keys = [k for k in rows if k.startswith(prefixes) and rows[k]["differences"]]
+        said = []
+        for baseline in ("lora", "parallel_mlp"):
+            got = [k for k in keys if baseline in rows[k]["differences"]]
+            if got:
+                verdicts = [rows[k]["differences"][baseline]["verdict"] for k in got]
+                said.append(_outcome(verdicts, baseline, [rows[k]["title"] for k in got]))
+        if said:
+            out.append(f"- *CALYREX {claim}*: {'; '.join(said)}.")
+    extra = [line for line in (_forgetting(rows), _against_base(rows)) if line]
+    return [*out, *extra] if out else out
+
+
+def _against_base(rows: dict[str, Any]) -> str:
+    """Where training CALYREX moved it away from the untrained base, either way."""
+    rows = {k: r for k, r in rows.items() if "vs_base" in r}
+    better = [r["title"] for r in rows.values() if r["vs_base"]["verdict"] == "CALYREX better"]
+    worse = [r["title"] for r in rows.values() if r["vs_base"]["verdict"] == "base better"]
+    if not rows:
+        return ""
+    return (
+        f"- *Against the untrained base* (CALYREX − base, paired, 95 %): better on "
+        f"{', '.join(better) or 'none'}; worse on {', '.join(worse) or 'none'}; "
+        f"{len(rows) - len(better) - len(worse)} of {len(rows)} rows unresolved."
+    )
+
+
+def _forgetting(rows: dict[str, Any]) -> str:
+    """The forgetting claim: capability with and without a system prompt against the base."""
+    cap = {k: r for k, r in rows.items() if r["title"].endswith("prompt)") and "vs_base" in r}
+    if not cap:
+        return ""
+    idle = [r for r in cap.values() if r["title"].endswith("(no system prompt)")]
+    active = [r for r in cap.values() if r["title"].endswith("(system prompt)")]
+    same = sum(r["vs_base"]["value"] == 0 and r["vs_base"]["seed_spread"] == [0, 0] for r in idle)
+    moved = [
+        f"{NAMES[b]}'s on {sum(r['cells'][b]['value'] != r['cells']['base']['value'] for r in idle)}"
+        for b in ("lora", "parallel_mlp")
+        if all(b in r["cells"] for r in idle)
+    ]
+    worse = [r["title"] for r in active if r["vs_base"]["verdict"] == "base better"]
+    text = (
+        f"- *CALYREX forgets nothing*: without a system prompt it scores exactly the base's "
+        f"accuracy on {same} of {len(idle)} capability tasks"
+        + (f" (differing from the base's: {', '.join(moved)})" if moved else "")
+        + "; with a neutral system prompt present (the blocks active) "
+    )
+    if worse:
+        return text + f"the base is better on {', '.join(worse)} (95 % paired interval)."
+    return text + f"no capability loss is resolved on {len(active)} tasks (95 % paired intervals)."
+
+
+def dpo_verdict(report: dict[str, Any]) -> str:
+    """Whether preference training helped CALYREX more than LoRA, in words (issue 28)."""
+    rows = [r for r in report["metrics"].values() if "dpo_calyrex_vs_lora" in r]
+    if not rows:
+        return ""
+    by = {"CALYREX better": [], "lora better": [], "no difference resolved": []}
+    for r in rows:
+        by[r["dpo_calyrex_vs_lora"]["verdict"]].append(r["title"])
+    return (
+        "Preference training (SFT → DPO) on this model helped CALYREX more than LoRA on: "
+        f"{', '.join(by['CALYREX better']) or 'none'}; less on: "
+        f"{', '.join(by['lora better']) or 'none'}; no difference shown on "
+        f"{len(by['no difference resolved'])} of {len(rows)} metrics (CALYREX's DPO gain minus "
+        "LoRA's, paired over items, 95 % interval)."
+    )
+
+
 def render(report: dict[str, Any], labels: list[str]) -> str:
     wall = report.get("wall_s") or {}
     total = sum(wall.values())
@@ -136,9 +234,15 @@ def render(report: dict[str, Any], labels: list[str]) -> str:
         "",
         *verdict_counts(report),
         "",
+        "## Which of the paper's claims reproduce",
+        "",
+        *claims(report),
+        "",
         "## Preference training: SFT → DPO minus SFT, paired over items",
         "",
         *dpo_table(report),
+        "",
+        dpo_verdict(report),
         "",
         "## Training (same data, steps, batch, sequence length and learning rate)",
         "",

@@ -131,19 +131,33 @@ def _seeds(cfg: StudyConfig, label: str) -> tuple[int, ...]:
     return cfg.seeds_of(cfg.arm(label))
 
 
-def _difference(cfg: StudyConfig, a: dict, b: dict) -> dict[str, Any]:
-    from ..intervals import interval, paired
+def _minus(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The cell ``a − b``: its value, per-seed values over the seeds both have, and paired
+    per-item scores (or, without items, the two standard errors combined)."""
+    from ..intervals import paired
 
-    diff: dict[str, Any] = {"value": a["value"] - b["value"]}
     k = min(len(a["per_seed"]), len(b["per_seed"]))
-    per_seed = [x - y for x, y in zip(a["per_seed"][:k], b["per_seed"][:k], strict=True)]
-    diff["seed_spread"] = [min(per_seed), max(per_seed)]
+    cell: dict[str, Any] = {"value": a["value"] - b["value"]}
+    cell["per_seed"] = [x - y for x, y in zip(a["per_seed"][:k], b["per_seed"][:k], strict=True)]
     if "items" in a and "items" in b:
-        d = paired(a["items"], b["items"])
-        diff["n"] = len(d)
-        diff["ci95"] = list(interval(d, resamples=cfg.resamples) or (math.nan, math.nan))
+        cell["items"] = paired(a["items"], b["items"])
     else:
-        se = math.sqrt(a.get("se", math.nan) ** 2 + b.get("se", math.nan) ** 2)
+        cell["se"] = math.sqrt(a.get("se", math.nan) ** 2 + b.get("se", math.nan) ** 2)
+    return cell
+
+
+def _difference(cfg: StudyConfig, a: dict, b: dict) -> dict[str, Any]:
+    """``a − b`` with its 95 % interval (paired bootstrap over items) and the seeds' spread."""
+    from ..intervals import interval
+
+    d = _minus(a, b)
+    diff: dict[str, Any] = {"value": d["value"]}
+    diff["seed_spread"] = [min(d["per_seed"]), max(d["per_seed"])]
+    if "items" in d:
+        diff["n"] = len(d["items"])
+        diff["ci95"] = list(interval(d["items"], resamples=cfg.resamples) or (math.nan, math.nan))
+    else:
+        se = d["se"]
         diff["ci95"] = [diff["value"] - Z95 * se, diff["value"] + Z95 * se]
     return diff
 
@@ -179,16 +193,27 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
                 )  # paired over the seeds both have finished
                 diff = _difference(cfg, ours, theirs)
                 row["differences"][base] = {**diff, "verdict": verdict(m, diff, base)}
-        row["dpo_gain"] = {}
+        if cells.get(CALYREX) and cells.get("base"):  # the frozen base: the forgetting claim
+            frozen = {
+                **cells["base"],
+                "per_seed": cells["base"]["per_seed"] * len(cells[CALYREX]["per_seed"]),
+            }
+            diff = _difference(cfg, cells[CALYREX], frozen)
+            row["vs_base"] = {**diff, "verdict": verdict(m, diff, "base")}
+        row["dpo_gain"], gains = {}, {}
         for arm in cfg.arms:  # what preference training added to its SFT starting point
             if arm.init_from and cells.get(arm.label) and cells.get(arm.init_from):
                 sft = _first_seeds(cfg, out, arm.init_from, m, len(cells[arm.label]["per_seed"]))
                 if sft:
+                    gains[arm.method] = _minus(cells[arm.label], sft)
                     gain = _difference(cfg, cells[arm.label], sft)
                     row["dpo_gain"][arm.label] = {
                         **gain,
                         "verdict": verdict(m, gain, "SFT", ours="DPO"),
                     }
+        if "calyrex" in gains and "lora" in gains:  # did DPO help CALYREX more than LoRA?
+            diff = _difference(cfg, gains["calyrex"], gains["lora"])
+            row["dpo_calyrex_vs_lora"] = {**diff, "verdict": verdict(m, diff, "lora")}
         if row["cells"]:
             table[f"{m.suite}:{m.name}"] = row
     return table
