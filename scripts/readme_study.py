@@ -18,6 +18,7 @@ from pathlib import Path
 from doc_blocks import rewrite
 
 from calyrex.study.markdown import (
+    change_table,
     claims,
     differences_table,
     dpo_table,
@@ -32,6 +33,7 @@ REPORT = ROOT / "results" / "study-real-smollm2" / "report.json"
 PAGES = [ROOT / "README.md", ROOT / "docs" / "study.md"]  # the same block in each
 BEGIN, END = "<!-- BEGIN study-real -->", "<!-- END study-real -->"
 LABELS = ["base", "calyrex-late8th", "calyrex-analyze", "lora", "parallel_mlp", "lora-equal-time"]
+LABELS += ["calyrex-equal-time"]
 LABELS += ["calyrex-dpo", "lora-dpo", "parallel_mlp-dpo"]
 
 
@@ -58,6 +60,7 @@ def block(report: dict) -> str:
             *_filled(differences_table(report)),
             *([*verdict_counts(report), ""] if verdict_counts(report) else []),
             *([*claims(report), ""] if claims(report) else []),
+            *([*change_table(report), ""] if change_table(report) else []),
             *_filled(dpo_table(report)),
             *([dpo_verdict(report), ""] if dpo_verdict(report) else []),
             *_filled(training_table(report)),

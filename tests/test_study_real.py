@@ -183,3 +183,22 @@ def test_the_claims_are_worded_from_the_verdicts():
         "helped CALYREX more than LoRA on: StruQ; less on: none; no difference shown on 0 of 1"
         in dpo_verdict(report)
     )
+
+
+def test_the_change_is_tabled_against_lora_and_against_calyrex_at_equal_steps():
+    from calyrex.study.markdown import change_table
+
+    d = {"value": 0.1, "ci95": [0.05, 0.2], "seed_spread": [0.1, 0.1]}
+    row = {"title": "StruQ", "differences": {}}
+    row["change"] = {
+        "lora": {**d, "verdict": "calyrex-equal-time better"},
+        "calyrex-late8th": {**d, "verdict": "no difference resolved"},
+    }
+    lines = change_table({"metrics": {"struq:asr": row, "sep:x": {"title": "SEP", "change": {}}}})
+    assert (
+        lines[2]
+        == "| StruQ | +10.0 [+5.0, +20.0] | calyrex-equal-time better | +10.0 [+5.0, +20.0] | no difference resolved |"
+    )
+    assert len([x for x in lines if x.startswith("| ")]) == 2  # header and StruQ, not SEP
+    assert "vs LoRA: better on 1, worse on 0, unresolved on 0 of 1" in lines[-2]
+    assert change_table({"metrics": {"sep:x": {"title": "SEP"}}}) == []

@@ -81,6 +81,9 @@ class StudyConfig:
         Arm("calyrex-late8th", "calyrex"),
         Arm("lora", "lora"),
         Arm("parallel_mlp", "parallel_mlp"),
+        # the change seed 0 points to (CALYREX's loss ends above LoRA's, and a step costs it about
+        # half of LoRA's): CALYREX given LoRA's wall time, i.e. more steps in the same budget
+        Arm("calyrex-equal-time", "calyrex", seeds=(0,), steps_like="lora"),
         Arm("calyrex-analyze", "calyrex", placement="analyze", seeds=(0,)),
         Arm("lora-equal-time", "lora", seeds=(0,), steps_like="calyrex-late8th"),
         # SFT → DPO (issue 28): the reference is the base (the adapters switched off)

@@ -100,21 +100,55 @@ def training_table(report: dict[str, Any]) -> list[str]:
 
 
 def verdict_counts(report: dict[str, Any]) -> list[str]:
-    out = []
-    for base in ("lora", "parallel_mlp"):
-        verdicts = [
-            r["differences"][base]["verdict"]
-            for r in report["metrics"].values()
-            if base in r["differences"]
-        ]
-        if verdicts:
-            wins = sum(v == "CALYREX better" for v in verdicts)
-            losses = sum(v == f"{base} better" for v in verdicts)
-            out.append(
-                f"- CALYREX vs {base}: better on {wins}, worse on {losses}, unresolved on "
-                f"{len(verdicts) - wins - losses} of {len(verdicts)} metrics (95 % paired intervals)."
-            )
-    return out
+    return [
+        line
+        for base in ("lora", "parallel_mlp")
+        if (line := _count(report, "differences", base, "CALYREX", f"CALYREX vs {base}"))
+    ]
+
+
+def _count(report: dict[str, Any], key: str, other: str, ours: str, what: str) -> str:
+    """``what``: better on …, worse on …, unresolved on … of … rows (``row[key][other]``)."""
+    verdicts = [
+        r[key][other]["verdict"] for r in report["metrics"].values() if other in r.get(key, {})
+    ]
+    if not verdicts:
+        return ""
+    wins = sum(v == f"{ours} better" for v in verdicts)
+    losses = sum(v == f"{other} better" for v in verdicts)
+    return (
+        f"- {what}: better on {wins}, worse on {losses}, unresolved on "
+        f"{len(verdicts) - wins - losses} of {len(verdicts)} metrics (95 % paired intervals)."
+    )
+
+
+def change_table(report: dict[str, Any]) -> list[str]:
+    """The change the comparison pointed to (CALYREX at LoRA's wall time) against LoRA and
+    against CALYREX at equal steps, paired over items and the change's seeds."""
+    rows = [r for r in report["metrics"].values() if r.get("change")]
+    if not rows:
+        return []
+    lines = [
+        "| metric | CALYREX at LoRA's time − LoRA | verdict | − CALYREX at equal steps | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        cols = []
+        for other in ("lora", "calyrex-late8th"):
+            d = row["change"].get(other)
+            cols += [signed(d), d["verdict"]] if d else ["–", ""]
+        lines.append(f"| {row['title']} | " + " | ".join(cols) + " |")
+    counts = [
+        _count(report, "change", "lora", "calyrex-equal-time", "CALYREX at LoRA's time vs LoRA"),
+        _count(
+            report,
+            "change",
+            "calyrex-late8th",
+            "calyrex-equal-time",
+            "CALYREX at LoRA's time vs CALYREX at equal steps",
+        ),
+    ]
+    return [*lines, "", *(c for c in counts if c)]
 
 
 # the paper's claims and the report rows that test each (key prefixes of ``report["metrics"]``)
@@ -237,6 +271,10 @@ def render(report: dict[str, Any], labels: list[str]) -> str:
         "## Which of the paper's claims reproduce",
         "",
         *claims(report),
+        "",
+        "## The change: CALYREX trained for LoRA's wall time",
+        "",
+        *change_table(report),
         "",
         "## Preference training: SFT → DPO minus SFT, paired over items",
         "",

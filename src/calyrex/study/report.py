@@ -65,6 +65,7 @@ def metrics(cfg: StudyConfig) -> list[Metric]:
 
 BASELINES = ("lora", "parallel_mlp")
 CALYREX = "calyrex-late8th"
+CHANGE = "calyrex-equal-time"  # the change the comparison pointed to (issue 27, item 5)
 
 
 def _items(cfg: StudyConfig, out: Path, run: str, m: Metric) -> dict[str, tuple[str, float]] | None:
@@ -211,6 +212,14 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
                         **gain,
                         "verdict": verdict(m, gain, "SFT", ours="DPO"),
                     }
+        row["change"] = {}
+        for other in ("lora", CALYREX) if cells.get(CHANGE) else ():  # over the change's seeds
+            ref = cells.get(other) and _first_seeds(
+                cfg, out, other, m, len(cells[CHANGE]["per_seed"])
+            )
+            if ref:
+                diff = _difference(cfg, cells[CHANGE], ref)
+                row["change"][other] = {**diff, "verdict": verdict(m, diff, other, ours=CHANGE)}
         if "calyrex" in gains and "lora" in gains:  # did DPO help CALYREX more than LoRA?
             diff = _difference(cfg, gains["calyrex"], gains["lora"])
             row["dpo_calyrex_vs_lora"] = {**diff, "verdict": verdict(m, diff, "lora")}
@@ -236,8 +245,11 @@ def training(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     for label in labels(cfg)[1:]:
         arm = cfg.arm(label)
-        files = [out / "train" / run_name(arm, s) / "summary.json" for s in _seeds(cfg, label)]
-        sums = [json.loads(f.read_text()) for f in files if f.is_file()]
+        sums = [
+            s
+            for s in (_first_summary(out / "train" / run_name(arm, s)) for s in _seeds(cfg, label))
+            if s
+        ]
         if not sums:
             continue
         rows[label] = {
@@ -254,6 +266,16 @@ def training(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     for row in rows.values():
         row["params_vs_calyrex"] = round(row["trainable_params"] / ref, 4) if ref else None
     return rows
+
+
+def _first_summary(where: Path) -> dict[str, Any] | None:
+    """A run's training summary; for a run trained again only because a later arm needed its
+    adapter (``summary.previous.json`` beside it), the first one: the run its evaluation used,
+    timed on the machine that ran its seed's other arms."""
+    for name in ("summary.previous.json", "summary.json"):
+        if (where / name).is_file():
+            return json.loads((where / name).read_text())
+    return None
 
 
 def _where(config: dict[str, Any]) -> str:
