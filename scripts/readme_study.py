@@ -3,9 +3,9 @@
     python scripts/readme_study.py            # rewrite README.md and docs/study.md between the markers
     python scripts/readme_study.py --check    # exit 1 if either is not what the files give
 
-Source: ``results/study-real-smollm2/report.json`` (written by ``calyrex study real``). Nothing
-is retyped: the tables are :mod:`calyrex.study.markdown`'s rendering of that file, the same block
-in both pages. A missing report leaves the pages alone; a page without the markers is an error.
+Source: ``results/study-real-smollm2/report.json`` (written by ``calyrex study real``) and the
+mixes' ``data/*.stats.json``. Nothing is retyped: the tables are :mod:`calyrex.study.markdown`'s
+rendering of that file; the README's block is the short one, docs/study.md's the full one. A missing report leaves the pages alone; a page without the markers is an error.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from calyrex.study.markdown import (
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "results" / "study-real-smollm2" / "report.json"
-PAGES = [ROOT / "README.md", ROOT / "docs" / "study.md"]  # the same block in each
+PAGES = [ROOT / "README.md", ROOT / "docs" / "study.md"]  # docs/study.md: the full block
 BEGIN, END = "<!-- BEGIN study-real -->", "<!-- END study-real -->"
 LABELS = ["base", "calyrex-late8th", "calyrex-analyze", "lora", "parallel_mlp", "lora-equal-time"]
 LABELS += ["calyrex-equal-time"]
@@ -42,13 +42,60 @@ def _filled(lines: list[str]) -> list[str]:
     return [*lines, ""] if len(lines) > 2 else []
 
 
-def block(report: dict) -> str:
+def mix_line() -> str:
+    """The training mixes' recipe and counts, from the stats ``calyrex mix`` wrote beside them."""
+    said = []
+    for kind in ("sft", "preference"):
+        file = REPORT.parent / "data" / f"{kind}.stats.json"
+        if not file.is_file():
+            continue
+        stats = json.loads(file.read_text())
+        parts = []
+        for part, n in stats["counts"].items():
+            tags = stats["tags"].get(part, {})
+            detail = (
+                f"{len(tags)} kinds"
+                if len(tags) > 5
+                else ", ".join(f"{t} {k:,}" for t, k in tags.items())
+            )
+            parts.append(f"{part} {n:,}" + (f" ({detail})" if detail else ""))
+        sources = ", ".join(f"{src} {n:,}" for src, n in stats["sources"].items())
+        said.append(f"{kind} {stats['rows']:,} rows: {'; '.join(parts)} — from {sources}")
+    if not said:
+        return ""
+    return f"Training mixes (`calyrex mix`, seed 0, counts from `data/*.stats.json`): {'. '.join(said)}."
+
+
+def block(report: dict, full: bool) -> str:
+    """The results block: ``full`` (docs/study.md) adds the difference, change, DPO and
+    training tables to what the README shows (the table, the verdicts and the claims in words)."""
     wall = sum((report.get("wall_s") or {}).values())
     runs = report.get("runs_evaluated", [])
     done = [r for r in runs if r != "base"]
     state = (
         "" if done else " The study is in progress: only the base model's finished suites are in."
     )
+    details = [
+        *_filled(differences_table(report)),
+        *([*verdict_counts(report), ""] if verdict_counts(report) else []),
+        *([*claims(report), ""] if claims(report) else []),
+        *([*change_table(report), ""] if change_table(report) else []),
+        *_filled(dpo_table(report)),
+        *([dpo_verdict(report), ""] if dpo_verdict(report) else []),
+        *_filled(training_table(report)),
+    ]
+    if not full:  # the README: no per-metric difference tables (they are in docs/study.md)
+        details = [
+            *([*verdict_counts(report), ""] if verdict_counts(report) else []),
+            *([*claims(report), ""] if claims(report) else []),
+            *[line for line in change_table(report) if line.startswith("- ")],
+            *([""] if change_table(report) else []),
+            *([dpo_verdict(report), ""] if dpo_verdict(report) else []),
+            "Per-metric differences, the change, DPO and training tables: "
+            "[docs/study.md](docs/study.md#results).",
+            "",
+        ]
+    mix = mix_line()
     return "\n".join(
         [
             BEGIN,
@@ -56,14 +103,9 @@ def block(report: dict) -> str:
             f"wall time recorded {wall / 60:.0f} min; runs evaluated: {', '.join(runs)}; other "
             f"placement (`calyrex-analyze`): {report.get('placement')}.{state}",
             "",
+            *([mix, ""] if mix else []),
             *_filled(results_table(report, LABELS)),
-            *_filled(differences_table(report)),
-            *([*verdict_counts(report), ""] if verdict_counts(report) else []),
-            *([*claims(report), ""] if claims(report) else []),
-            *([*change_table(report), ""] if change_table(report) else []),
-            *_filled(dpo_table(report)),
-            *([dpo_verdict(report), ""] if dpo_verdict(report) else []),
-            *_filled(training_table(report)),
+            *details,
             END,
         ]
     )
@@ -76,8 +118,10 @@ def main() -> int:
     if not REPORT.is_file():
         print(f"left alone: {REPORT} missing", file=sys.stderr)
         return 0
-    new_block = block(json.loads(REPORT.read_text()))
-    blocks = {(page, "study-real"): new_block for page in PAGES}
+    report = json.loads(REPORT.read_text())
+    blocks = {
+        (page, "study-real"): block(report, full=page.parent.name == "docs") for page in PAGES
+    }
     return rewrite(blocks, ROOT, args.check, "python scripts/readme_study.py")
 
 
