@@ -202,3 +202,18 @@ def test_the_change_is_tabled_against_lora_and_against_calyrex_at_equal_steps():
     assert len([x for x in lines if x.startswith("| ")]) == 2  # header and StruQ, not SEP
     assert "vs LoRA: better on 1, worse on 0, unresolved on 0 of 1" in lines[-2]
     assert change_table({"metrics": {"sep:x": {"title": "SEP"}}}) == []
+
+
+def test_first_seed_only_rows_do_not_count_as_unfinished_seeds():
+    from calyrex.study.markdown import seeds_in
+
+    def row(per_seed, planned):
+        return {"cells": {"lora": {"per_seed": per_seed, "seeds_planned": planned}}}
+
+    done = {"a": row([0.1, 0.2, 0.3], 3), "a-nosys": row([0.1], 1)}
+    assert seeds_in({"metrics": done}, ["lora"]) == ""
+    partial = {**done, "b": row([0.1, 0.2], 3)}
+    assert (
+        seeds_in({"metrics": partial}, ["lora"])
+        == "Seeds finished so far (mean over them): lora 2–3 of 3."
+    )

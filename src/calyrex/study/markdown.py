@@ -44,8 +44,9 @@ def seeds_in(report: dict[str, Any], labels: list[str]) -> str:
     said = []
     for label in labels:
         cells = [r["cells"][label] for r in report["metrics"].values() if label in r["cells"]]
-        done = sorted({len(c["per_seed"]) for c in cells if "seeds_planned" in c})
         planned = max((c["seeds_planned"] for c in cells if "seeds_planned" in c), default=0)
+        # rows run on the first seed only (planned 1) do not count as unfinished
+        done = sorted({len(c["per_seed"]) for c in cells if c.get("seeds_planned") == planned})
         if done and done[0] < planned:
             k = str(done[0]) if len(done) == 1 else f"{done[0]}–{done[-1]}"
             said.append(f"{label} {k} of {planned}")

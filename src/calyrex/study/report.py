@@ -100,6 +100,8 @@ def _cell(cfg: StudyConfig, out: Path, label: str, m: Metric) -> dict[str, Any] 
     names = (
         ["base"] if label == "base" else [run_name(cfg.arm(label), s) for s in _seeds(cfg, label)]
     )
+    if cfg.suite(m.suite).first_seed_only:
+        names = names[:1]  # run on an arm's first seed only (capability without a system prompt)
     planned = len(names)
     records = []  # the seeds finished so far, in order: a study runs seed by seed
     for r in names:
