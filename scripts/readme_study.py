@@ -5,7 +5,8 @@
 
 Source: ``results/study-real-smollm2/report.json`` (written by ``calyrex study real``) and the
 mixes' ``data/*.stats.json``. Nothing is retyped: the tables are :mod:`calyrex.study.markdown`'s
-rendering of that file; the README's block is the short one, docs/study.md's the full one. A missing report leaves the pages alone; a page without the markers is an error.
+rendering of that file; the README's block is the short one, docs/study.md's the full one. A
+missing report leaves the pages alone; a page without the markers is an error.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ def _filled(lines: list[str]) -> list[str]:
     return [*lines, ""] if len(lines) > 2 else []
 
 
+def _paragraph(lines: list[str]) -> list[str]:
+    """Lines followed by a blank line; nothing for none."""
+    return [*lines, ""] if lines else []
+
+
 def mix_line() -> str:
     """The training mixes' recipe and counts, from the stats ``calyrex mix`` wrote beside them."""
     said = []
@@ -75,22 +81,24 @@ def block(report: dict, full: bool) -> str:
     state = (
         "" if done else " The study is in progress: only the base model's finished suites are in."
     )
-    details = [
-        *_filled(differences_table(report)),
-        *([*verdict_counts(report), ""] if verdict_counts(report) else []),
-        *([*claims(report), ""] if claims(report) else []),
-        *([*change_table(report), ""] if change_table(report) else []),
-        *_filled(dpo_table(report)),
-        *([dpo_verdict(report), ""] if dpo_verdict(report) else []),
-        *_filled(training_table(report)),
-    ]
-    if not full:  # the README: no per-metric difference tables (they are in docs/study.md)
+    counts, said, change = verdict_counts(report), claims(report), change_table(report)
+    dpo = [line for line in [dpo_verdict(report)] if line]
+    if full:
         details = [
-            *([*verdict_counts(report), ""] if verdict_counts(report) else []),
-            *([*claims(report), ""] if claims(report) else []),
-            *[line for line in change_table(report) if line.startswith("- ")],
-            *([""] if change_table(report) else []),
-            *([dpo_verdict(report), ""] if dpo_verdict(report) else []),
+            *_filled(differences_table(report)),
+            *_paragraph(counts),
+            *_paragraph(said),
+            *_paragraph(change),
+            *_filled(dpo_table(report)),
+            *_paragraph(dpo),
+            *_filled(training_table(report)),
+        ]
+    else:  # the README: no per-metric tables (they are in docs/study.md), their verdicts in words
+        details = [
+            *_paragraph(counts),
+            *_paragraph(said),
+            *_paragraph([line for line in change if line.startswith("- ")]),
+            *_paragraph(dpo),
             "Per-metric differences, the change, DPO and training tables: "
             "[docs/study.md](docs/study.md#results).",
             "",
@@ -103,7 +111,7 @@ def block(report: dict, full: bool) -> str:
             f"wall time recorded {wall / 60:.0f} min; runs evaluated: {', '.join(runs)}; other "
             f"placement (`calyrex-analyze`): {report.get('placement')}.{state}",
             "",
-            *([mix, ""] if mix else []),
+            *_paragraph([mix] if mix else []),
             *_filled(results_table(report, LABELS)),
             *details,
             END,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .report import CALYREX, CHANGE
+
 
 def _pct(x: float) -> str:
     return "–" if x is None or math.isnan(x) else f"{100 * x:.1f}"
@@ -135,18 +137,14 @@ def change_table(report: dict[str, Any]) -> list[str]:
     ]
     for row in rows:
         cols = []
-        for other in ("lora", "calyrex-late8th"):
+        for other in ("lora", CALYREX):
             d = row["change"].get(other)
             cols += [signed(d), d["verdict"]] if d else ["–", ""]
         lines.append(f"| {row['title']} | " + " | ".join(cols) + " |")
     counts = [
-        _count(report, "change", "lora", "calyrex-equal-time", "CALYREX at LoRA's time vs LoRA"),
+        _count(report, "change", "lora", CHANGE, "CALYREX at LoRA's time vs LoRA"),
         _count(
-            report,
-            "change",
-            "calyrex-late8th",
-            "calyrex-equal-time",
-            "CALYREX at LoRA's time vs CALYREX at equal steps",
+            report, "change", CALYREX, CHANGE, "CALYREX at LoRA's time vs CALYREX at equal steps"
         ),
     ]
     return [*lines, "", *(c for c in counts if c)]
@@ -197,10 +195,10 @@ def claims(report: dict[str, Any]) -> list[str]:
 def _against_base(rows: dict[str, Any]) -> str:
     """Where training CALYREX moved it away from the untrained base, either way."""
     rows = {k: r for k, r in rows.items() if "vs_base" in r}
-    better = [r["title"] for r in rows.values() if r["vs_base"]["verdict"] == "CALYREX better"]
-    worse = [r["title"] for r in rows.values() if r["vs_base"]["verdict"] == "base better"]
     if not rows:
         return ""
+    better = [r["title"] for r in rows.values() if r["vs_base"]["verdict"] == "CALYREX better"]
+    worse = [r["title"] for r in rows.values() if r["vs_base"]["verdict"] == "base better"]
     return (
         f"- *Against the untrained base* (CALYREX − base, paired, 95 %): better on "
         f"{', '.join(better) or 'none'}; worse on {', '.join(worse) or 'none'}; "

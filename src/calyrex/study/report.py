@@ -151,9 +151,13 @@ def _minus(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 def _difference(cfg: StudyConfig, a: dict, b: dict) -> dict[str, Any]:
     """``a − b`` with its 95 % interval (paired bootstrap over items) and the seeds' spread."""
+    return _summary_of(cfg, _minus(a, b))
+
+
+def _summary_of(cfg: StudyConfig, d: dict[str, Any]) -> dict[str, Any]:
+    """A difference cell (:func:`_minus`) as reported: value, seeds' spread, n and interval."""
     from ..intervals import interval
 
-    d = _minus(a, b)
     diff: dict[str, Any] = {"value": d["value"]}
     diff["seed_spread"] = [min(d["per_seed"]), max(d["per_seed"])]
     if "items" in d:
@@ -208,22 +212,22 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
             if arm.init_from and cells.get(arm.label) and cells.get(arm.init_from):
                 sft = _first_seeds(cfg, out, arm.init_from, m, len(cells[arm.label]["per_seed"]))
                 if sft:
-                    gains[arm.method] = _minus(cells[arm.label], sft)
-                    gain = _difference(cfg, cells[arm.label], sft)
+                    gains[arm.init_from] = _minus(cells[arm.label], sft)
+                    gain = _summary_of(cfg, gains[arm.init_from])
                     row["dpo_gain"][arm.label] = {
                         **gain,
                         "verdict": verdict(m, gain, "SFT", ours="DPO"),
                     }
         row["change"] = {}
-        for other in ("lora", CALYREX) if cells.get(CHANGE) else ():  # over the change's seeds
-            ref = cells.get(other) and _first_seeds(
-                cfg, out, other, m, len(cells[CHANGE]["per_seed"])
-            )
-            if ref:
-                diff = _difference(cfg, cells[CHANGE], ref)
-                row["change"][other] = {**diff, "verdict": verdict(m, diff, other, ours=CHANGE)}
-        if "calyrex" in gains and "lora" in gains:  # did DPO help CALYREX more than LoRA?
-            diff = _difference(cfg, gains["calyrex"], gains["lora"])
+        if cells.get(CHANGE):  # against LoRA and CALYREX at equal steps, over the change's seeds
+            for other in ("lora", CALYREX):
+                k = len(cells[CHANGE]["per_seed"])
+                ref = cells.get(other) and _first_seeds(cfg, out, other, m, k)
+                if ref:
+                    diff = _difference(cfg, cells[CHANGE], ref)
+                    row["change"][other] = {**diff, "verdict": verdict(m, diff, other, CHANGE)}
+        if CALYREX in gains and "lora" in gains:  # did DPO help CALYREX more than LoRA?
+            diff = _difference(cfg, gains[CALYREX], gains["lora"])
             row["dpo_calyrex_vs_lora"] = {**diff, "verdict": verdict(m, diff, "lora")}
         if row["cells"]:
             table[f"{m.suite}:{m.name}"] = row
