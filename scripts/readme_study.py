@@ -19,7 +19,7 @@ from pathlib import Path
 from doc_blocks import rewrite
 
 from calyrex.study.markdown import (
-    change_table,
+    change_tables,
     claims,
     differences_table,
     dpo_table,
@@ -34,7 +34,7 @@ REPORT = ROOT / "results" / "study-real-smollm2" / "report.json"
 PAGES = [ROOT / "README.md", ROOT / "docs" / "study.md"]  # docs/study.md: the full block
 BEGIN, END = "<!-- BEGIN study-real -->", "<!-- END study-real -->"
 LABELS = ["base", "calyrex-late8th", "calyrex-analyze", "lora", "parallel_mlp", "lora-equal-time"]
-LABELS += ["calyrex-equal-time"]
+LABELS += ["calyrex-equal-time", "calyrex-fewer-granted"]
 LABELS += ["calyrex-dpo", "lora-dpo", "parallel_mlp-dpo"]
 
 
@@ -67,6 +67,14 @@ def mix_line() -> str:
             parts.append(f"{part} {n:,}" + (f" ({detail})" if detail else ""))
         sources = ", ".join(f"{src} {n:,}" for src, n in stats["sources"].items())
         said.append(f"{kind} {stats['rows']:,} rows: {'; '.join(parts)} — from {sources}")
+    changed = REPORT.parent / "data" / "sft-fewer-granted.stats.json"
+    if said and changed.is_file():  # the change's mix: the same but for its access dialogues
+        tags = json.loads(changed.read_text())["tags"]["access"]
+        said.append(
+            "the change's mix `--access fewer-granted` differs only in access ("
+            + ", ".join(f"{t} {k:,}" for t, k in tags.items())
+            + ")"
+        )
     if not said:
         return ""
     return f"Training mixes (`calyrex mix`, seed 0, counts from `data/*.stats.json`): {'. '.join(said)}."
@@ -81,14 +89,14 @@ def block(report: dict, full: bool) -> str:
     state = (
         "" if done else " The study is in progress: only the base model's finished suites are in."
     )
-    counts, said, change = verdict_counts(report), claims(report), change_table(report)
+    counts, said, change = verdict_counts(report), claims(report), change_tables(report)
     dpo = [line for line in [dpo_verdict(report)] if line]
     if full:
         details = [
             *_filled(differences_table(report)),
             *_paragraph(counts),
             *_paragraph(said),
-            *_paragraph(change),
+            *change,
             *_filled(dpo_table(report)),
             *_paragraph(dpo),
             *_filled(training_table(report)),
@@ -99,7 +107,7 @@ def block(report: dict, full: bool) -> str:
             *_paragraph(said),
             *_paragraph([line for line in change if line.startswith("- ")]),
             *_paragraph(dpo),
-            "Per-metric differences, the change, DPO and training tables: "
+            "Per-metric differences, the changes, DPO and training tables: "
             "[docs/study.md](docs/study.md#results).",
             "",
         ]

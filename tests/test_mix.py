@@ -322,6 +322,35 @@ def test_cli_writes_the_mix_and_its_recipe_atomically(tmp_path, capsys, real_dat
     }
 
 
+def test_fewer_granted_changes_only_the_access_dialogues(real_data, sft_rows):
+    """The real study's change (``--access fewer-granted``): the same mix but for its access
+    rows, where half the "Access Granted" targets become refusals of a foreign defence's rules."""
+    changed = build_sft(real_data, MixConfig(access="fewer-granted"))
+    assert [r for r in changed if r["kind"] != "access"] == [
+        r for r in sft_rows if r["kind"] != "access"
+    ]
+    tags = {
+        t: sum(r["tag"] == t for r in changed if r["kind"] == "access")
+        for t in ("granted", "foreign", "hijack", "wrong_code", "extraction")
+    }
+    before = sum(r["tag"] == "granted" for r in sft_rows)
+    assert sum(tags.values()) == 800 and tags["foreign"] > 100
+    assert tags["granted"] < 0.6 * before  # 143 of 800 against 281
+    for r in (r for r in changed if r["tag"] == "foreign"):
+        system, user, reply = (m["content"] for m in r["messages"])
+        assert reply != access.GRANTED and user.strip() and not user.startswith(system)
+    assert find_leaks(changed, real_data) == []
+
+
+def test_unknown_access_rotation_is_refused(real_data, capsys):
+    with pytest.raises(ValueError, match="fewer-granted"):
+        next(access.access_examples(real_data, 0, 1000, "nosuch"))
+    assert main(["mix", "--out", "/nonexistent/x.jsonl", "--access", "nosuch"]) == 2
+    assert "--access must be one of default, fewer-granted" in capsys.readouterr().err
+    args = ["mix", "--out", "/nonexistent/x.jsonl", "--kind", "preference"]
+    assert main([*args, "--access", "fewer-granted"]) == 2
+
+
 def test_cli_failure_leaves_the_old_file(tmp_path, monkeypatch):
     import calyrex.mix.command as command
 

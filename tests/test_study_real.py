@@ -81,6 +81,10 @@ def test_quick_study_runs_every_stage_and_resumes(tmp_path):
             lo, hi = cell["ci95"]
             assert math.isnan(lo) or lo <= cell["value"] + 1e-9 <= hi + 2e-9
     assert "| metric | n |" in (out / "report.md").read_text()
+    assert (out / "data" / "sft-fewer-granted.jsonl").is_file()  # the change's own mix
+    assert {"calyrex-equal-time", "calyrex-fewer-granted"} == {
+        c for row in report["metrics"].values() for c in row["change"]
+    }
     assert render(report, ["base", *sorted(arms)])
 
     stamps = {p: p.stat().st_mtime_ns for p in (out / "train").rglob("*") if p.is_file()}
@@ -185,23 +189,39 @@ def test_the_claims_are_worded_from_the_verdicts():
     )
 
 
-def test_the_change_is_tabled_against_lora_and_against_calyrex_at_equal_steps():
-    from calyrex.study.markdown import change_table
+def test_each_change_is_tabled_against_lora_and_against_calyrex_as_it_was():
+    from calyrex.study.markdown import change_table, change_tables
 
     d = {"value": 0.1, "ci95": [0.05, 0.2], "seed_spread": [0.1, 0.1]}
     row = {"title": "StruQ", "differences": {}}
     row["change"] = {
-        "lora": {**d, "verdict": "calyrex-equal-time better"},
-        "calyrex-late8th": {**d, "verdict": "no difference resolved"},
+        "calyrex-equal-time": {
+            "lora": {**d, "verdict": "calyrex-equal-time better"},
+            "calyrex-late8th": {**d, "verdict": "no difference resolved"},
+        }
     }
-    lines = change_table({"metrics": {"struq:asr": row, "sep:x": {"title": "SEP", "change": {}}}})
+    report = {"metrics": {"struq:asr": row, "sep:x": {"title": "SEP", "change": {}}}}
+    lines = change_table(report, "calyrex-equal-time")
     assert (
         lines[2]
         == "| StruQ | +10.0 [+5.0, +20.0] | calyrex-equal-time better | +10.0 [+5.0, +20.0] | no difference resolved |"
     )
     assert len([x for x in lines if x.startswith("| ")]) == 2  # header and StruQ, not SEP
     assert "vs LoRA: better on 1, worse on 0, unresolved on 0 of 1" in lines[-2]
-    assert change_table({"metrics": {"sep:x": {"title": "SEP"}}}) == []
+    assert "vs CALYREX late8th: better on 0, worse on 0, unresolved on 1 of 1" in lines[-1]
+    assert change_table(report, "calyrex-fewer-granted") == []  # not run: nothing
+    tables = change_tables(report)
+    assert tables[0] == "### CALYREX at LoRA's time (`calyrex-equal-time`)"
+    assert not any("fewer" in line for line in tables)
+    assert change_tables({"metrics": {"sep:x": {"title": "SEP"}}}) == []
+
+
+def test_an_arm_names_the_mix_it_trains_on():
+    assert FULL.arm("calyrex-late8th").data == "sft.jsonl"
+    assert FULL.arm("calyrex-dpo").data == "preference.jsonl"
+    assert FULL.arm("calyrex-fewer-granted").data == "sft-fewer-granted.jsonl"
+    order = [name for name, _, _ in runs(FULL)]
+    assert order[-1] == "calyrex-fewer-granted-s0"  # the last change, after the first one's
 
 
 def test_first_seed_only_rows_do_not_count_as_unfinished_seeds():

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .access import ROTATIONS
 from .leaks import BENCHMARK_FILES
 from .preference import PREFERENCE_N, build_preference, preference_config
 from .sft import MixConfig, build_sft
@@ -61,7 +62,12 @@ def _write(path: Path, text: str) -> None:
 
 
 def mix(
-    out: str, kind: str = "sft", n: int | None = None, seed: int = 0, stats: bool = False
+    out: str,
+    kind: str = "sft",
+    n: int | None = None,
+    seed: int = 0,
+    access: str = "default",
+    stats: bool = False,
 ) -> int:
     """Write a training mix from the real public data (shared/data/real) as JSONL.
 
@@ -69,13 +75,22 @@ def mix(
     with the instruction, rule or defence in the system turn); ``--kind preference``: TRL
     conversational preference rows (SecAlign injection pairs, Tensor Trust access-code pairs).
     Writes FILE.stats.json beside it (the recipe); ``--stats`` also prints that recipe.
+
+    Args:
+        access: the access-code dialogues' outcome rotation: ``default`` (a third "Access
+            Granted") or ``fewer-granted`` (a sixth; another sixth refuses a foreign defence's
+            rules pasted as the user's text). SFT only.
     """
     if kind not in DEFAULT_N:
         raise ValueError(f"--kind must be one of {sorted(DEFAULT_N)}, not {kind!r}")
+    if access not in ROTATIONS:
+        raise ValueError(f"--access must be one of {', '.join(ROTATIONS)}, not {access!r}")
+    if kind != "sft" and access != "default":
+        raise ValueError("--access sets the SFT mix's access dialogues; --kind preference has none")
     root = real_dir()
     n = DEFAULT_N[kind] if n is None else n
     if kind == "sft":
-        config = MixConfig(n=n, seed=seed)
+        config = MixConfig(n=n, seed=seed, access=access)
         rows = build_sft(root, config)
     else:
         config = preference_config(n, seed)

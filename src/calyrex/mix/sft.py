@@ -73,6 +73,7 @@ class MixConfig:
     shares: dict[str, float] = field(default_factory=lambda: dict(SFT_SHARES))
     max_chars: int = 1000  # system + user + reply characters: ~256 SmolLM2 tokens
     rule_persona_share: float = 0.5  # rule rows whose system turn starts with a persona
+    access: str = "default"  # the access dialogues' outcome rotation (mix.access.ROTATIONS)
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def injection_stream(root: Path, config: MixConfig) -> Iterator[Example]:
 
 
 def access_stream(root: Path, config: MixConfig) -> Iterator[Example]:
-    return access_examples(root, config.seed, config.max_chars)
+    return access_examples(root, config.seed, config.max_chars, config.access)
 
 
 # kind → its stream of candidate examples, one line each

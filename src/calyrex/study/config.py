@@ -23,6 +23,14 @@ class Arm:
     steps_like: str | None = None  # train for the wall time this arm's seed-0 run took
     objective: str = "sft"  # "dpo": on the preference mix, starting from ``init_from``'s adapter
     init_from: str | None = None  # the arm whose adapter (same seed) this one starts from
+    access: str = "default"  # the SFT mix's access-dialogue rotation (calyrex mix --access)
+
+    @property
+    def data(self) -> str:
+        """The mix file this arm trains on, in ``OUT/data``."""
+        if self.objective == "dpo":
+            return "preference.jsonl"
+        return "sft.jsonl" if self.access == "default" else f"sft-{self.access}.jsonl"
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,9 @@ class StudyConfig:
         Arm("calyrex-equal-time", "calyrex", seeds=(0,), steps_like="lora"),
         Arm("calyrex-analyze", "calyrex", placement="analyze", seeds=(0,)),
         Arm("lora-equal-time", "lora", seeds=(0,), steps_like="calyrex-late8th"),
+        # the change the first two point to (every arm says "Access Granted" too readily): the
+        # same mix with half the access rows' granted targets turned into refusals
+        Arm("calyrex-fewer-granted", "calyrex", seeds=(0,), access="fewer-granted"),
         # SFT → DPO (issue 28): the reference is the base (the adapters switched off)
         Arm("calyrex-dpo", "calyrex", objective="dpo", init_from="calyrex-late8th", seeds=(0,)),
         Arm("lora-dpo", "lora", objective="dpo", init_from="lora", seeds=(0,)),

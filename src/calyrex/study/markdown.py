@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .report import CALYREX, CHANGE
+from .report import CALYREX, CHANGES
 
 
 def _pct(x: float) -> str:
@@ -110,11 +110,14 @@ def verdict_counts(report: dict[str, Any]) -> list[str]:
     ]
 
 
-def _count(report: dict[str, Any], key: str, other: str, ours: str, what: str) -> str:
-    """``what``: better on …, worse on …, unresolved on … of … rows (``row[key][other]``)."""
-    verdicts = [
-        r[key][other]["verdict"] for r in report["metrics"].values() if other in r.get(key, {})
-    ]
+def _count(
+    report: dict[str, Any], key: str, other: str, ours: str, what: str, within: str = ""
+) -> str:
+    """``what``: better on …, worse on …, unresolved on … of … rows (``row[key][other]``, or
+    ``row[key][within][other]``)."""
+    parts = [r.get(key, {}) for r in report["metrics"].values()]
+    parts = [p.get(within, {}) for p in parts] if within else parts
+    verdicts = [p[other]["verdict"] for p in parts if other in p]
     if not verdicts:
         return ""
     wins = sum(v == f"{ours} better" for v in verdicts)
@@ -125,29 +128,37 @@ def _count(report: dict[str, Any], key: str, other: str, ours: str, what: str) -
     )
 
 
-def change_table(report: dict[str, Any]) -> list[str]:
-    """The change the comparison pointed to (CALYREX at LoRA's wall time) against LoRA and
-    against CALYREX at equal steps, paired over items and the change's seeds."""
-    rows = [r for r in report["metrics"].values() if r.get("change")]
+def change_table(report: dict[str, Any], change: str) -> list[str]:
+    """One change the comparison pointed to (an arm of :data:`CHANGES`) against LoRA and against
+    CALYREX as it was, paired over items and the change's seeds."""
+    rows = [r for r in report["metrics"].values() if change in r.get("change", {})]
     if not rows:
         return []
+    what = CHANGES[change]
     lines = [
-        "| metric | CALYREX at LoRA's time − LoRA | verdict | − CALYREX at equal steps | verdict |",
+        f"| metric | {what} − LoRA | verdict | − CALYREX late8th | verdict |",
         "|---|---|---|---|---|",
     ]
     for row in rows:
         cols = []
         for other in ("lora", CALYREX):
-            d = row["change"].get(other)
+            d = row["change"][change].get(other)
             cols += [signed(d), d["verdict"]] if d else ["–", ""]
         lines.append(f"| {row['title']} | " + " | ".join(cols) + " |")
     counts = [
-        _count(report, "change", "lora", CHANGE, "CALYREX at LoRA's time vs LoRA"),
-        _count(
-            report, "change", CALYREX, CHANGE, "CALYREX at LoRA's time vs CALYREX at equal steps"
-        ),
+        _count(report, "change", other, change, f"{what} vs {name}", within=change)
+        for other, name in (("lora", "LoRA"), (CALYREX, "CALYREX late8th"))
     ]
     return [*lines, "", *(c for c in counts if c)]
+
+
+def change_tables(report: dict[str, Any]) -> list[str]:
+    """Every change that has results, one table each under its heading."""
+    out: list[str] = []
+    for change, what in CHANGES.items():
+        if table := change_table(report, change):
+            out += [f"### {what} (`{change}`)", "", *table, ""]
+    return out
 
 
 # the paper's claims and the report rows that test each (key prefixes of ``report["metrics"]``)
@@ -271,10 +282,9 @@ def render(report: dict[str, Any], labels: list[str]) -> str:
         "",
         *claims(report),
         "",
-        "## The change: CALYREX trained for LoRA's wall time",
+        "## The changes the comparison pointed to",
         "",
-        *change_table(report),
-        "",
+        *change_tables(report),
         "## Preference training: SFT → DPO minus SFT, paired over items",
         "",
         *dpo_table(report),

@@ -49,16 +49,21 @@ def real_data(*parts: str) -> Path:
 
 
 def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
-    """``OUT/data/sft.jsonl`` and ``OUT/data/preference.jsonl`` (``calyrex mix``), once."""
+    """``OUT/data/sft.jsonl``, ``OUT/data/preference.jsonl`` and the SFT mix of every other
+    access rotation an arm names (``calyrex mix``), each once."""
     from ..mix.command import mix
 
-    for kind, rows in (("sft", cfg.mix_rows), ("preference", cfg.preference_rows)):
-        path = out / "data" / f"{kind}.jsonl"
+    files = {"sft.jsonl": ("sft", cfg.mix_rows, "default")}
+    files["preference.jsonl"] = ("preference", cfg.preference_rows, "default")
+    for arm in cfg.arms:
+        files.setdefault(arm.data, ("sft", cfg.mix_rows, arm.access))
+    for name, (kind, rows, access) in files.items():
+        path = out / "data" / name
         if path.is_file():
             _say(f"mix: {path} exists, not rebuilt")
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        mix(out=str(path), kind=kind, n=rows, seed=seed)
+        mix(out=str(path), kind=kind, n=rows, seed=seed, access=access)
     return out / "data"
 
 
@@ -135,7 +140,7 @@ def train_arm(
     train(
         TrainConfig(
             model=cfg.model,
-            data=str(data / f"{'preference' if arm.objective == 'dpo' else 'sft'}.jsonl"),
+            data=str(data / arm.data),
             out=str(where),
             method=arm.method,
             placement=arm.placement if arm.placement != "analyze" else "late8th",

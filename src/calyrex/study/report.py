@@ -65,7 +65,11 @@ def metrics(cfg: StudyConfig) -> list[Metric]:
 
 BASELINES = ("lora", "parallel_mlp")
 CALYREX = "calyrex-late8th"
-CHANGE = "calyrex-equal-time"  # the change the comparison pointed to (issue 27, item 5)
+# the changes the comparison pointed to (issue 27, item 5): arm → what it changes, in words
+CHANGES = {
+    "calyrex-equal-time": "CALYREX at LoRA's time",
+    "calyrex-fewer-granted": "CALYREX on fewer granted",
+}
 
 
 def _items(cfg: StudyConfig, out: Path, run: str, m: Metric) -> dict[str, tuple[str, float]] | None:
@@ -218,14 +222,15 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
                         **gain,
                         "verdict": verdict(m, gain, "SFT", ours="DPO"),
                     }
-        row["change"] = {}
-        if cells.get(CHANGE):  # against LoRA and CALYREX at equal steps, over the change's seeds
+        row["change"] = {}  # change → against LoRA and CALYREX as it was, over its seeds
+        for change in (c for c in CHANGES if cells.get(c)):
+            k = len(cells[change]["per_seed"])
             for other in ("lora", CALYREX):
-                k = len(cells[CHANGE]["per_seed"])
                 ref = cells.get(other) and _first_seeds(cfg, out, other, m, k)
                 if ref:
-                    diff = _difference(cfg, cells[CHANGE], ref)
-                    row["change"][other] = {**diff, "verdict": verdict(m, diff, other, CHANGE)}
+                    diff = _difference(cfg, cells[change], ref)
+                    verdict_ = verdict(m, diff, other, change)
+                    row["change"].setdefault(change, {})[other] = {**diff, "verdict": verdict_}
         if CALYREX in gains and "lora" in gains:  # did DPO help CALYREX more than LoRA?
             diff = _difference(cfg, gains[CALYREX], gains["lora"])
             row["dpo_calyrex_vs_lora"] = {**diff, "verdict": verdict(m, diff, "lora")}
