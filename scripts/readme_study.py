@@ -34,7 +34,7 @@ REPORT = ROOT / "results" / "study-real-smollm2" / "report.json"
 PAGES = [ROOT / "README.md", ROOT / "docs" / "study.md"]  # docs/study.md: the full block
 BEGIN, END = "<!-- BEGIN study-real -->", "<!-- END study-real -->"
 LABELS = ["base", "calyrex-late8th", "calyrex-analyze", "lora", "parallel_mlp", "lora-equal-time"]
-LABELS += ["calyrex-equal-time", "calyrex-fewer-granted"]
+LABELS += ["calyrex-equal-time", "calyrex-fewer-granted", "lora-fewer-granted"]
 LABELS += ["calyrex-dpo", "lora-dpo", "parallel_mlp-dpo"]
 
 

@@ -207,8 +207,9 @@ def test_each_change_is_tabled_against_lora_and_against_calyrex_as_it_was():
         == "| StruQ | +10.0 [+5.0, +20.0] | calyrex-equal-time better | +10.0 [+5.0, +20.0] | no difference resolved |"
     )
     assert len([x for x in lines if x.startswith("| ")]) == 2  # header and StruQ, not SEP
-    assert "vs LoRA: better on 1, worse on 0, unresolved on 0 of 1" in lines[-2]
-    assert "vs CALYREX late8th: better on 0, worse on 0, unresolved on 1 of 1" in lines[-1]
+    assert lines[0].startswith("| metric | CALYREX at LoRA's time − lora | verdict |")
+    assert "vs lora: better on 1, worse on 0, unresolved on 0 of 1" in lines[-2]
+    assert "vs calyrex-late8th: better on 0, worse on 0, unresolved on 1 of 1" in lines[-1]
     assert change_table(report, "calyrex-fewer-granted") == []  # not run: nothing
     tables = change_tables(report)
     assert tables[0] == "### CALYREX at LoRA's time (`calyrex-equal-time`)"
@@ -221,7 +222,8 @@ def test_an_arm_names_the_mix_it_trains_on():
     assert FULL.arm("calyrex-dpo").data == "preference.jsonl"
     assert FULL.arm("calyrex-fewer-granted").data == "sft-fewer-granted.jsonl"
     order = [name for name, _, _ in runs(FULL)]
-    assert order[-1] == "calyrex-fewer-granted-s0"  # the last change, after the first one's
+    assert order[-2:] == ["calyrex-fewer-granted-s0", "lora-fewer-granted-s0"]
+    assert FULL.arm("lora-fewer-granted").data == "sft-fewer-granted.jsonl"
 
 
 def test_first_seed_only_rows_do_not_count_as_unfinished_seeds():

@@ -94,9 +94,10 @@ class StudyConfig:
         Arm("calyrex-equal-time", "calyrex", seeds=(0,), steps_like="lora"),
         Arm("calyrex-analyze", "calyrex", placement="analyze", seeds=(0,)),
         Arm("lora-equal-time", "lora", seeds=(0,), steps_like="calyrex-late8th"),
-        # the change the first two point to (every arm says "Access Granted" too readily): the
+        # the change the arms above point to (every one says "Access Granted" too readily): the
         # same mix with half the access rows' granted targets turned into refusals
         Arm("calyrex-fewer-granted", "calyrex", seeds=(0,), access="fewer-granted"),
+        Arm("lora-fewer-granted", "lora", seeds=(0,), access="fewer-granted"),  # LoRA on it too
         # SFT → DPO (issue 28): the reference is the base (the adapters switched off)
         Arm("calyrex-dpo", "calyrex", objective="dpo", init_from="calyrex-late8th", seeds=(0,)),
         Arm("lora-dpo", "lora", objective="dpo", init_from="lora", seeds=(0,)),

@@ -134,20 +134,20 @@ def change_table(report: dict[str, Any], change: str) -> list[str]:
     rows = [r for r in report["metrics"].values() if change in r.get("change", {})]
     if not rows:
         return []
-    what = CHANGES[change]
+    what, lora = CHANGES[change]
     lines = [
-        f"| metric | {what} − LoRA | verdict | − CALYREX late8th | verdict |",
+        f"| metric | {what} − {lora} | verdict | − {CALYREX} | verdict |",
         "|---|---|---|---|---|",
     ]
     for row in rows:
         cols = []
-        for other in ("lora", CALYREX):
+        for other in (lora, CALYREX):
             d = row["change"][change].get(other)
             cols += [signed(d), d["verdict"]] if d else ["–", ""]
         lines.append(f"| {row['title']} | " + " | ".join(cols) + " |")
     counts = [
-        _count(report, "change", other, change, f"{what} vs {name}", within=change)
-        for other, name in (("lora", "LoRA"), (CALYREX, "CALYREX late8th"))
+        _count(report, "change", other, change, f"{what} vs {other}", within=change)
+        for other in (lora, CALYREX)
     ]
     return [*lines, "", *(c for c in counts if c)]
 
@@ -155,7 +155,7 @@ def change_table(report: dict[str, Any], change: str) -> list[str]:
 def change_tables(report: dict[str, Any]) -> list[str]:
     """Every change that has results, one table each under its heading."""
     out: list[str] = []
-    for change, what in CHANGES.items():
+    for change, (what, _) in CHANGES.items():
         if table := change_table(report, change):
             out += [f"### {what} (`{change}`)", "", *table, ""]
     return out

@@ -65,10 +65,11 @@ def metrics(cfg: StudyConfig) -> list[Metric]:
 
 BASELINES = ("lora", "parallel_mlp")
 CALYREX = "calyrex-late8th"
-# the changes the comparison pointed to (issue 27, item 5): arm → what it changes, in words
+# the changes the comparison pointed to (issue 27, item 5): arm → (what it changes, in words;
+# the LoRA arm it is compared with: LoRA as it was, or LoRA given the same change)
 CHANGES = {
-    "calyrex-equal-time": "CALYREX at LoRA's time",
-    "calyrex-fewer-granted": "CALYREX on fewer granted",
+    "calyrex-equal-time": ("CALYREX at LoRA's time", "lora"),
+    "calyrex-fewer-granted": ("CALYREX on fewer granted", "lora-fewer-granted"),
 }
 
 
@@ -223,9 +224,9 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
                         "verdict": verdict(m, gain, "SFT", ours="DPO"),
                     }
         row["change"] = {}  # change → against LoRA and CALYREX as it was, over its seeds
-        for change in (c for c in CHANGES if cells.get(c)):
+        for change, (_, lora) in ((c, v) for c, v in CHANGES.items() if cells.get(c)):
             k = len(cells[change]["per_seed"])
-            for other in ("lora", CALYREX):
+            for other in (lora, CALYREX):
                 ref = cells.get(other) and _first_seeds(cfg, out, other, m, k)
                 if ref:
                     diff = _difference(cfg, cells[change], ref)
