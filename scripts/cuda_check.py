@@ -307,10 +307,14 @@ def check_bf16_train(arch: str, tok: Any, device: torch.device) -> tuple[float, 
     opt.step()
     moved = {n for n, p in wrapped.named_parameters() if not torch.equal(p.detach(), before[n])}
     require(moved == set(adapter), f"the step moved {sorted(moved ^ set(adapter))[:3]} wrongly")
+    frozen_change = max(  # what the step did to the frozen base weights (must be nothing)
+        maxdiff(p.detach(), before[n]) for n, p in wrapped.named_parameters() if n not in adapter
+    )
+    loss_value = float(loss.detach())
     return (
+        frozen_change,
         0.0,
-        0.0,
-        f"loss {float(loss.detach()):.3f}; {len(adapter)} adapter tensors, grads finite",
+        f"loss {loss_value:.3f}; {len(adapter)} adapter tensors: grads finite, non-zero; base unchanged",
     )
 
 

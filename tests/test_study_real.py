@@ -154,8 +154,14 @@ def test_the_claims_are_worded_from_the_verdicts():
         cells |= {"lora": {"value": lora}, "parallel_mlp": {"value": base}}
         spread = [ours - base, ours - base]
         vs = {"value": ours - base, "seed_spread": spread, "verdict": vs_base}
+        where = title.split("(")[1].rstrip(")")  # the row's capability field, as report sets it
         return row(
-            title, "no difference resolved", "no difference resolved", cells=cells, vs_base=vs
+            title,
+            "no difference resolved",
+            "no difference resolved",
+            cells=cells,
+            vs_base=vs,
+            capability=where,
         )
 
     unresolved = "no difference resolved"

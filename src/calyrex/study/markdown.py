@@ -219,11 +219,11 @@ def _against_base(rows: dict[str, Any]) -> str:
 
 def _forgetting(rows: dict[str, Any]) -> str:
     """The forgetting claim: capability with and without a system prompt against the base."""
-    cap = {k: r for k, r in rows.items() if r["title"].endswith("prompt)") and "vs_base" in r}
+    cap = [r for r in rows.values() if r.get("capability") and "vs_base" in r]
     if not cap:
         return ""
-    idle = [r for r in cap.values() if r["title"].endswith("(no system prompt)")]
-    active = [r for r in cap.values() if r["title"].endswith("(system prompt)")]
+    idle = [r for r in cap if r["capability"] == "no system prompt"]
+    active = [r for r in cap if r["capability"] == "system prompt"]
     same = sum(r["vs_base"]["value"] == 0 and r["vs_base"]["seed_spread"] == [0, 0] for r in idle)
     moved = [
         f"{NAMES[b]}'s on {sum(r['cells'][b]['value'] != r['cells']['base']['value'] for r in idle)}"

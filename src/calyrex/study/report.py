@@ -32,6 +32,7 @@ class Metric:
     name: str  # the metric in the suite's record
     title: str
     higher_is_better: bool = True
+    capability: str | None = None  # "system prompt" / "no system prompt": a forgetting row
 
 
 GENERATION = (
@@ -59,7 +60,7 @@ def metrics(cfg: StudyConfig) -> list[Metric]:
             ]
         elif suite.name in CAPABILITY:
             where = "no system prompt" if suite.tag else "system prompt"
-            out.append(Metric(suite.key, "acc", f"{suite.name} acc ({where})"))
+            out.append(Metric(suite.key, "acc", f"{suite.name} acc ({where})", capability=where))
     return out
 
 
@@ -194,6 +195,7 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     for m in metrics(cfg):
         cells = {label: _cell(cfg, out, label, m) for label in labels(cfg)}
         row: dict[str, Any] = {"title": m.title, "higher_is_better": m.higher_is_better}
+        row["capability"] = m.capability
         row["cells"] = {k: _public(v) for k, v in cells.items() if v}
         row["differences"] = {}
         for base in BASELINES:
