@@ -38,6 +38,7 @@ PAIRS = [  # (before, after, what was run): each pair measured back to back on o
 ]
 VLLM = RESULTS / "cpu-2core-vllm.json"  # benchmarks/vllm_bench.py (the vLLM lane)
 SMOLLM2 = RESULTS / "cpu-2core-smollm2.json"  # scripts/bench_smollm2.sh (a real model)
+GPU = RESULTS / "gpu-h200-qwen2.5-0.5b.json"  # the full preset on a lent NVIDIA H200
 SERVE = RESULTS / "cpu-2core-serve-ruleworld.json"  # calyrex bench --sections serve
 SERVE_LATENCY = RESULTS / "cpu-2core-serve-latency.json"  # benchmarks/serve_latency.py
 DPO_MEMORY = RESULTS / "dpo-memory.json"  # benchmarks/dpo_memory.py
@@ -108,6 +109,11 @@ def scaling_table(r: dict) -> str:
     return "\n".join([head, sep, cal + " |", host + " |"])
 
 
+def _less(saving: float) -> str:
+    """A saving as the change it makes: "−84.2 %" for a saving, "+15.9 %" for a loss."""
+    return f"−{100 * saving:.1f} %" if saving >= 0 else f"+{-100 * saving:.1f} %"
+
+
 def shared_text(r: dict) -> str:
     s, c = r["shared"], r["shared"]["case"]
     return (
@@ -115,9 +121,9 @@ def shared_text(r: dict) -> str:
         f"{c['conversation']} conversation tokens): prefill of the batch "
         f"{s['naive_prefill_s']:.2f} s with every row computing the prompt vs "
         f"{s['shared_prefill_s']:.2f} s with the prompt computed once "
-        f"(−{100 * s['prefill_saving']:.1f} %); the CAL keys/values alone "
+        f"({_less(s['prefill_saving'])}); the CAL keys/values alone "
         f"{1e3 * s['cal_kv_per_row_s']:.1f} ms vs {1e3 * s['cal_kv_once_s']:.1f} ms "
-        f"(−{100 * s['cal_kv_saving']:.1f} %) and {s['cal_kv_bytes_per_row'] / MIB:.1f} MiB vs "
+        f"({_less(s['cal_kv_saving'])}) and {s['cal_kv_bytes_per_row'] / MIB:.1f} MiB vs "
         f"{s['cal_kv_bytes_shared'] / MIB:.1f} MiB."
     )
 
@@ -174,6 +180,27 @@ def section() -> str:
         )
         parts.append(before_after(pairs))
     return "\n\n".join(parts)
+
+
+def gpu_section() -> str:
+    """The full preset on a GPU (``GPU``), the same tables as the CPU run's."""
+    r = json.loads(GPU.read_text())
+    m = r["machine"]
+    return "\n\n".join(
+        [
+            f"`calyrex bench --json {GPU.relative_to(ROOT)}` — the `{r['settings']['preset']}` "
+            f"preset (full lengths) — on one {m['gpu']}, {m['dtype']}, torch {m['torch']}, "
+            f"transformers {m['transformers']}, peft {m['peft']} (the GPU machine's own), "
+            f"{r['shape']['name']} shape with random weights, CAL blocks after layers "
+            f"{r['cal_layers'][0]}–{r['cal_layers'][-1]}. One run of {_wall(r)}; its printed "
+            f"tables are in `{GPU.with_suffix('.log').relative_to(ROOT)}`. The goals were set "
+            "for the CPU preset.",
+            headline(r),
+            decode_table(r),
+            scaling_table(r),
+            shared_text(r),
+        ]
+    )
 
 
 def vllm_section() -> str:
@@ -356,6 +383,7 @@ def dpo_memory_section() -> str:
 BLOCKS = [  # (block name, page, the result file it is written from, renderer)
     ("bench-measured", DOCS / "benchmarks.md", CURRENT, section),
     ("bench-smollm2", DOCS / "benchmarks.md", SMOLLM2, smollm2_section),
+    ("bench-gpu", DOCS / "benchmarks.md", GPU, gpu_section),
     ("vllm-bench", DOCS / "vllm.md", VLLM, vllm_section),
     ("bench-serve", DOCS / "serving.md", SERVE, serve_section),
     ("serve-latency", DOCS / "serving.md", SERVE_LATENCY, serve_latency_section),
