@@ -172,6 +172,8 @@ def test_the_claims_are_worded_from_the_verdicts():
             "msj_hijack:asr@4": row("MSJ 4", "CALYREX better", "CALYREX better"),
             "boolq:acc": cap("boolq acc (system prompt)", 0.3, 0.4, 0.4, "base better"),
             "boolq-nosys:acc": cap("boolq acc (no system prompt)", 0.4, 0.4, 0.35),
+            # a task whose description is the system turn: the blocks act, it is not "idle"
+            "mmlu-nosys:acc": cap("mmlu acc (task description)", 0.3, 0.35, 0.35),
         }
     }
     text = "\n".join(claims(report))
@@ -221,6 +223,29 @@ def test_each_change_is_tabled_against_lora_and_against_calyrex_as_it_was():
     assert tables[0] == "### CALYREX at LoRA's time (`calyrex-equal-time`)"
     assert not any("fewer" in line for line in tables)
     assert change_tables({"metrics": {"sep:x": {"title": "SEP"}}}) == []
+
+
+def test_tasks_that_describe_themselves_are_the_ones_with_a_description_yaml():
+    """lm-eval's chat template renders a task's ``description`` as the system turn, so a
+    capability run without a system prompt still has a span on those tasks (``DESCRIBED``)."""
+    pytest.importorskip("lm_eval")
+    from calyrex.eval.local_tasks import official
+    from calyrex.study.config import CAPABILITY, DESCRIBED
+
+    yamls = {
+        "arc_easy": "arc/arc_easy.yaml",
+        "arc_challenge": "arc/arc_challenge.yaml",
+        "hellaswag": "hellaswag/hellaswag.yaml",
+        "piqa": "piqa/piqa.yaml",
+        "boolq": "super_glue/boolq/default.yaml",
+        "mmlu_local": "mmlu/default/mmlu_anatomy.yaml",
+    }
+    assert set(yamls) == set(CAPABILITY)
+    described = {task for task, yaml in yamls.items() if official(yaml).get("description")}
+    assert described == set(DESCRIBED)
+    titles = {m.suite: m.title for m in metrics(FULL) if m.capability}
+    assert titles["mmlu_local-nosys"] == "mmlu_local acc (task description)"
+    assert titles["boolq-nosys"] == "boolq acc (no system prompt)"
 
 
 def test_an_arm_names_the_mix_it_trains_on():

@@ -52,6 +52,10 @@ class Suite:
 
 NEUTRAL = "You are a helpful assistant."
 CAPABILITY = ("arc_easy", "arc_challenge", "hellaswag", "piqa", "boolq", "mmlu_local")
+# tasks whose official YAML has a ``description`` ("The following are multiple choice questions
+# (with answers) about …"): lm-eval's chat template renders it as the system turn, so even the
+# run without a system prompt has a system span there and the blocks act
+DESCRIBED = ("mmlu_local",)
 
 
 def _suites(gen: int, msj: int, cap: int, tokens: int, shots: tuple[int, ...]) -> tuple[Suite, ...]:
@@ -62,7 +66,8 @@ def _suites(gen: int, msj: int, cap: int, tokens: int, shots: tuple[int, ...]) -
         Suite("sep", gen // 2, max_new_tokens=tokens // 2),
         Suite("msj_hijack", msj, max_new_tokens=tokens // 4, shots=shots),
         *(Suite(name, cap, system_prompt=NEUTRAL) for name in CAPABILITY),
-        # without a system prompt a CALYREX model is its base exactly (no span, blocks idle)
+        # without a system prompt a CALYREX model is its base exactly (no span, blocks idle),
+        # except on DESCRIBED tasks, whose description is the system turn
         *(Suite(name, cap, tag="-nosys", first_seed_only=True) for name in CAPABILITY),
     )
 

@@ -223,7 +223,7 @@ def _forgetting(rows: dict[str, Any]) -> str:
     if not cap:
         return ""
     idle = [r for r in cap if r["capability"] == "no system prompt"]
-    active = [r for r in cap if r["capability"] == "system prompt"]
+    active = [r for r in cap if r["capability"] != "no system prompt"]  # a span: blocks act
     same = sum(r["vs_base"]["value"] == 0 and r["vs_base"]["seed_spread"] == [0, 0] for r in idle)
     moved = [
         f"{NAMES[b]}'s on {sum(r['cells'][b]['value'] != r['cells']['base']['value'] for r in idle)}"
@@ -235,11 +235,12 @@ def _forgetting(rows: dict[str, Any]) -> str:
         f"- *CALYREX forgets nothing*: without a system prompt it scores exactly the base's "
         f"accuracy on {same} of {len(idle)} capability tasks"
         + (f" (differing from the base's: {', '.join(moved)})" if moved else "")
-        + "; with a neutral system prompt present (the blocks active) "
+        + "; with a system prompt present (the neutral one, or the task's own description "
+        "where lm-eval renders it as one: the blocks active) "
     )
     if worse:
         return text + f"the base is better on {', '.join(worse)} (95 % paired interval)."
-    return text + f"no capability loss is resolved on {len(active)} tasks (95 % paired intervals)."
+    return text + f"no capability loss is resolved on {len(active)} rows (95 % paired intervals)."
 
 
 def dpo_verdict(report: dict[str, Any]) -> str:

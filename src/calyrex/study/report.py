@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import CAPABILITY, StudyConfig
+from .config import CAPABILITY, DESCRIBED, StudyConfig
 from .real import finished, run_name, runs
 
 Z95 = 1.959964
@@ -32,7 +32,9 @@ class Metric:
     name: str  # the metric in the suite's record
     title: str
     higher_is_better: bool = True
-    capability: str | None = None  # "system prompt" / "no system prompt": a forgetting row
+    # a forgetting row: "system prompt" (the neutral one), "no system prompt" (the blocks idle)
+    # or "task description" (none given, but lm-eval renders the task's description as one)
+    capability: str | None = None
 
 
 GENERATION = (
@@ -59,7 +61,9 @@ def metrics(cfg: StudyConfig) -> list[Metric]:
                 for k in suite.shots or ()
             ]
         elif suite.name in CAPABILITY:
-            where = "no system prompt" if suite.tag else "system prompt"
+            where = "system prompt"
+            if suite.tag:  # the run without one: a span only where the task describes itself
+                where = "task description" if suite.name in DESCRIBED else "no system prompt"
             out.append(Metric(suite.key, "acc", f"{suite.name} acc ({where})", capability=where))
     return out
 
