@@ -248,6 +248,26 @@ def test_tasks_that_describe_themselves_are_the_ones_with_a_description_yaml():
     assert titles["boolq-nosys"] == "boolq acc (no system prompt)"
 
 
+def test_calyrex_is_compared_with_lora_at_equal_steps_and_at_equal_time():
+    from calyrex.study.markdown import differences_table, verdict_counts
+
+    d = {"value": -0.1, "ci95": [-0.2, -0.05], "seed_spread": [-0.1, -0.1]}
+    diffs = {"lora": {**d, "verdict": "lora better"}}
+    report = {"metrics": {"sep:x": {"title": "SEP", "differences": diffs}}}
+    assert differences_table(report)[0] == "| metric | CALYREX − LoRA | verdict |"
+    diffs["lora-equal-time"] = {**d, "verdict": "no difference resolved"}
+    lines = differences_table(report)
+    assert lines[0] == (
+        "| metric | CALYREX − LoRA | verdict | CALYREX − LoRA at equal time | verdict |"
+    )
+    assert lines[2] == (
+        "| SEP | -10.0 [-20.0, -5.0] | lora better | -10.0 [-20.0, -5.0] | no difference resolved |"
+    )
+    said = verdict_counts(report)
+    assert said[0].startswith("- CALYREX vs LoRA: better on 0, worse on 1")
+    assert said[1].startswith("- CALYREX vs LoRA at equal time: better on 0, worse on 0")
+
+
 def test_an_arm_names_the_mix_it_trains_on():
     assert FULL.arm("calyrex-late8th").data == "sft.jsonl"
     assert FULL.arm("calyrex-dpo").data == "preference.jsonl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .report import CALYREX, CHANGES
+from .report import BASELINES, CALYREX, CHANGES
 
 
 def _pct(x: float) -> str:
@@ -56,16 +56,17 @@ def seeds_in(report: dict[str, Any], labels: list[str]) -> str:
 
 
 def differences_table(report: dict[str, Any]) -> list[str]:
+    """CALYREX − each baseline that has results, paired over items, with its verdict."""
+    rows = [r for r in report["metrics"].values() if r["differences"]]
+    bases = [b for b in BASELINES if any(b in r["differences"] for r in rows)]
     lines = [
-        "| metric | CALYREX − LoRA | verdict | CALYREX − ParallelMLP | verdict |",
-        "|---|---|---|---|---|",
+        "| metric | " + " | ".join(f"CALYREX − {BASELINES[b]} | verdict" for b in bases) + " |",
+        "|---|" + "---|---|" * len(bases),
     ]
-    for row in report["metrics"].values():
+    for row in rows:
         d = row["differences"]
-        if not d:
-            continue
         cols = []
-        for base in ("lora", "parallel_mlp"):
+        for base in bases:
             cols += [signed(d[base]), d[base]["verdict"]] if base in d else ["–", ""]
         lines.append(f"| {row['title']} | " + " | ".join(cols) + " |")
     return lines
@@ -105,8 +106,8 @@ def training_table(report: dict[str, Any]) -> list[str]:
 def verdict_counts(report: dict[str, Any]) -> list[str]:
     return [
         line
-        for base in ("lora", "parallel_mlp")
-        if (line := _count(report, "differences", base, "CALYREX", f"CALYREX vs {base}"))
+        for base, name in BASELINES.items()
+        if (line := _count(report, "differences", base, "CALYREX", f"CALYREX vs {name}"))
     ]
 
 
@@ -168,14 +169,13 @@ CLAIMS = {
     "resists hijacking and extraction (Tensor Trust)": ("tensortrust:HRR", "tensortrust:ERR"),
     "resists many-shot hijacking": ("msj_hijack:",),
 }
-NAMES = {"lora": "LoRA", "parallel_mlp": "ParallelMLP"}
 
 
 def _outcome(verdicts: list[str], baseline: str, titles: list[str]) -> str:
     """One baseline's verdicts on one claim's rows, in words."""
     wins = [t for t, v in zip(titles, verdicts, strict=True) if v == "CALYREX better"]
     losses = [t for t, v in zip(titles, verdicts, strict=True) if v == f"{baseline} better"]
-    name = NAMES.get(baseline, baseline)
+    name = BASELINES.get(baseline, baseline)
     if wins and not losses:
         return f"reproduces against {name} (better on {', '.join(wins)})"
     if losses and not wins:
@@ -192,7 +192,7 @@ def claims(report: dict[str, Any]) -> list[str]:
     for claim, prefixes in CLAIMS.items():
         keys = [k for k in rows if k.startswith(prefixes) and rows[k]["differences"]]
         said = []
-        for baseline in ("lora", "parallel_mlp"):
+        for baseline in BASELINES:
             got = [k for k in keys if baseline in rows[k]["differences"]]
             if got:
                 verdicts = [rows[k]["differences"][baseline]["verdict"] for k in got]
@@ -226,7 +226,7 @@ def _forgetting(rows: dict[str, Any]) -> str:
     active = [r for r in cap if r["capability"] != "no system prompt"]  # a span: blocks act
     same = sum(r["vs_base"]["value"] == 0 and r["vs_base"]["seed_spread"] == [0, 0] for r in idle)
     moved = [
-        f"{NAMES[b]}'s on {sum(r['cells'][b]['value'] != r['cells']['base']['value'] for r in idle)}"
+        f"{BASELINES[b]}'s on {sum(r['cells'][b]['value'] != r['cells']['base']['value'] for r in idle)}"
         for b in ("lora", "parallel_mlp")
         if all(b in r["cells"] for r in idle)
     ]
