@@ -273,7 +273,9 @@ def test_an_arm_names_the_mix_it_trains_on():
     assert FULL.arm("calyrex-dpo").data == "preference.jsonl"
     assert FULL.arm("calyrex-fewer-granted").data == "sft-fewer-granted.jsonl"
     order = [name for name, _, _ in runs(FULL)]
-    assert order[-2:] == ["calyrex-fewer-granted-s0", "lora-fewer-granted-s0"]
+    assert order[-4:-2] == ["calyrex-fewer-granted-s0", "lora-fewer-granted-s0"]
+    assert order[-2:] == ["calyrex-fewer-granted-s1", "lora-fewer-granted-s1"]  # a second seed
+    assert all(name.endswith("-s0") for name, _, _ in runs(QUICK)[1:])  # --quick: one seed
     assert FULL.arm("lora-fewer-granted").data == "sft-fewer-granted.jsonl"
 
 

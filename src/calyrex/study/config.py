@@ -101,8 +101,8 @@ class StudyConfig:
         Arm("lora-equal-time", "lora", seeds=(0,), steps_like="calyrex-late8th"),
         # the change the arms above point to (every one says "Access Granted" too readily): the
         # same mix with half the access rows' granted targets turned into refusals
-        Arm("calyrex-fewer-granted", "calyrex", seeds=(0,), access="fewer-granted"),
-        Arm("lora-fewer-granted", "lora", seeds=(0,), access="fewer-granted"),  # LoRA on it too
+        Arm("calyrex-fewer-granted", "calyrex", seeds=(0, 1), access="fewer-granted"),
+        Arm("lora-fewer-granted", "lora", seeds=(0, 1), access="fewer-granted"),  # LoRA on it too
         # SFT → DPO (issue 28): the reference is the base (the adapters switched off)
         Arm("calyrex-dpo", "calyrex", objective="dpo", init_from="calyrex-late8th", seeds=(0,)),
         Arm("lora-dpo", "lora", objective="dpo", init_from="lora", seeds=(0,)),
@@ -132,6 +132,7 @@ class StudyConfig:
 FULL = StudyConfig()
 QUICK = replace(
     FULL,
+    arms=tuple(replace(a, seeds=a.seeds and a.seeds[:1]) for a in FULL.arms),
     mix_rows=48,
     preference_rows=16,
     steps=2,
