@@ -421,3 +421,26 @@ def test_bf16_autocast_with_gradient_checkpointing(backbone, tmp_path):
         tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2),
         tmp_path / "bf16" / "adapter",
     )
+
+
+def test_a_resumed_run_keeps_the_precision_it_started_with(tmp_path, monkeypatch):
+    """``auto`` is measured per process (a timed matmul) and can flip under load: a run resumed
+    from a checkpoint must continue in the precision it started with, not re-measure."""
+    from calyrex.backbones import precision
+    from calyrex.training.config import TrainConfig
+    from calyrex.training.run import PRECISION_FILE, _record_precision, run_precision
+
+    out = tmp_path / "run"
+    out.mkdir()
+    monkeypatch.setattr(precision, "choose", lambda device="cpu": precision.Choice("fp32", "x"))
+    auto = TrainConfig(model="m", data="d", out=str(out), precision="auto")
+    assert run_precision(auto, out, None).precision == "fp32"  # a fresh run measures
+    _record_precision(out, precision.Choice("bf16", "measured when it started"))
+    assert json.loads((out / PRECISION_FILE).read_text())["chosen"] == "bf16"
+    ckpt = str(out / "checkpoint-8")
+    assert run_precision(auto, out, ckpt).precision == "bf16"  # resumed: as it started
+    assert run_precision(auto, out, None).precision == "fp32"  # no checkpoint: a new run
+    same = dataclasses.replace(auto, precision="bfloat16")
+    assert run_precision(same, out, ckpt).precision == "bf16"
+    with pytest.raises(ValueError, match="trained in bf16 until checkpoint-8.*--precision bf16"):
+        run_precision(dataclasses.replace(auto, precision="fp32"), out, ckpt)

@@ -189,7 +189,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     out = Path(cfg.out)
     # bf16 / fp16 are autocast over fp32 weights on CPU (adapter master weights and optimizer
     # state stay fp32); on CUDA the frozen backbone is stored in bf16
-    choice = resolve_precision(cfg.precision, "cuda" if torch.cuda.is_available() else "cpu")
+    resume_from = get_last_checkpoint(str(out)) if cfg.resume and out.is_dir() else None
+    choice = run_precision(cfg, out, resume_from)
     args = _training_args(cfg, choice.precision)  # first: sets up the process group (torchrun)
     dtype = "bfloat16" if choice.precision == "bf16" and torch.cuda.is_available() else "float32"
     # on the CPU: the Trainer places it (one device per rank under torchrun)
@@ -212,11 +213,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     trainable = count_trainable(model)
-    resume_from = None
-    if cfg.resume and out.is_dir():
-        resume_from = get_last_checkpoint(str(out))
-        if resume_from:
-            trim_metrics(out / "metrics.jsonl", int(resume_from.rsplit("-", 1)[1]))
+    if resume_from:
+        trim_metrics(out / "metrics.jsonl", int(resume_from.rsplit("-", 1)[1]))
     trainer = _trainer(cfg, model, tok, args, rows)
     for callback in list(trainer.callback_handler.callbacks):
         if type(callback) in (ProgressCallback, PrinterCallback):  # replaced by LossBar below
@@ -226,6 +224,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     if cfg.progress:
         trainer.add_callback(LossBar())
     if trainer.is_world_process_zero():
+        _record_precision(out, choice)
         _print_summary(cfg, counts, trainable, stats, resume_from, choice)
     result = trainer.train(resume_from_checkpoint=resume_from)
     checksums = _gather(adapter_checksum(model))
@@ -260,6 +259,33 @@ def train(cfg: TrainConfig) -> TrainResult:
         result.training_loss,
         time.perf_counter() - start,
     )
+
+
+PRECISION_FILE = "precision.json"  # OUT/precision.json: the precision a run started with
+
+
+def run_precision(cfg: TrainConfig, out: Path, resume_from: str | None) -> Choice:
+    """The run's precision: as asked, or what ``auto`` measures here; but a run resumed from a
+    checkpoint keeps the precision it started with (``auto`` is measured per process and can
+    flip under load, and steps in another precision would not continue the same training)."""
+    file = out / PRECISION_FILE
+    if resume_from and file.is_file():
+        started = json.loads(file.read_text())["chosen"]
+        asked = cfg.precision if cfg.precision == "auto" else resolve_precision(cfg.precision)
+        if asked != "auto" and asked.precision != started:
+            raise ValueError(
+                f"{out} was trained in {started} until {Path(resume_from).name}; resume it with "
+                f"--precision {started} (or auto), or train into a new --out"
+            )
+        return Choice(started, f"the precision this run started with ({file})")
+    return resolve_precision(cfg.precision, "cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _record_precision(out: Path, choice: Choice) -> None:
+    from ..core.adapter_io import atomic_write
+
+    text = json.dumps({"chosen": choice.precision, "reason": choice.reason})
+    atomic_write(out / PRECISION_FILE, lambda tmp: Path(tmp).write_text(text))
 
 
 def _save_final(model: Any, tok: Any, adapter_dir: Path, state: dict | None) -> None:
