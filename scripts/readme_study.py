@@ -71,7 +71,7 @@ def mix_line() -> str:
     if said and changed.is_file():  # the change's mix: the same but for its access dialogues
         tags = json.loads(changed.read_text())["tags"]["access"]
         said.append(
-            "the change's mix `--access fewer-granted` differs only in access ("
+            "The change's mix `--access fewer-granted` differs only in access ("
             + ", ".join(f"{t} {k:,}" for t, k in tags.items())
             + ")"
         )
