@@ -45,7 +45,7 @@ import transformers
 import calyrex
 from calyrex.core import hf
 from calyrex.core.adapter_io import CONFIG_NAME, WEIGHTS_NAME
-from calyrex.testing import tiny_model, tiny_tokenizer
+from calyrex.testing import randomize_adapters, tiny_model, tiny_tokenizer
 
 ARCHS = {"llama": "llama3", "qwen2": "chatml"}  # architecture → chat template of its tokenizer
 LAYERS = 8
@@ -124,15 +124,8 @@ def wrapped_model(arch: str, device: torch.device, tok: Any, placement: str = PL
 
 
 def perturb(model: Any, std: float = 0.3, seed: int = 1) -> Any:
-    """Give every adapter weight a visible random value (init leaves the out-projections at 0);
-    PEFT's ``lora_B`` (zero at init) too. Drawn on the CPU: the same values on every device."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if calyrex.is_adapter_param(name) or "lora_B" in name:
-                value = torch.randn(p.shape, generator=g) * std + (1.0 if "norm" in name else 0.0)
-                p.copy_(value.to(device=p.device, dtype=p.dtype))
-    return model.eval()
+    """Adapter weights (PEFT's ``lora_B`` too) at visible random values, the same on every device."""
+    return randomize_adapters(model, std, seed, also=("lora_B",)).eval()
 
 
 def adapter_params(model: Any) -> dict[str, torch.nn.Parameter]:

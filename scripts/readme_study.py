@@ -18,6 +18,7 @@ from pathlib import Path
 
 from doc_blocks import rewrite
 
+from calyrex.study.config import FULL
 from calyrex.study.markdown import (
     change_tables,
     claims,
@@ -67,14 +68,15 @@ def mix_line() -> str:
             parts.append(f"{part} {n:,}" + (f" ({detail})" if detail else ""))
         sources = ", ".join(f"{src} {n:,}" for src, n in stats["sources"].items())
         said.append(f"{kind} {stats['rows']:,} rows: {'; '.join(parts)} — from {sources}")
-    changed = REPORT.parent / "data" / "sft-fewer-granted.stats.json"
-    if said and changed.is_file():  # the change's mix: the same but for its access dialogues
-        tags = json.loads(changed.read_text())["tags"]["access"]
-        said.append(
-            "The change's mix `--access fewer-granted` differs only in access ("
-            + ", ".join(f"{t} {k:,}" for t, k in tags.items())
-            + ")"
-        )
+    for access, data in sorted({(a.access, a.data) for a in FULL.arms if a.access != "default"}):
+        changed = (REPORT.parent / "data" / data).with_suffix(".stats.json")
+        if said and changed.is_file():  # a change's mix: the same but for its access dialogues
+            tags = json.loads(changed.read_text())["tags"]["access"]
+            said.append(
+                f"The change's mix `--access {access}` differs only in access ("
+                + ", ".join(f"{t} {k:,}" for t, k in tags.items())
+                + ")"
+            )
     if not said:
         return ""
     return f"Training mixes (`calyrex mix`, seed 0, counts from `data/*.stats.json`): {'. '.join(said)}."

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import calyrex
-from calyrex.testing import tiny_model, tiny_tokenizer
+from calyrex.testing import randomize_adapters, tiny_model, tiny_tokenizer
 
 SYSTEM = "Always answer in capital letters."
 CONVS = [
@@ -46,12 +46,7 @@ def logits(model, batch):
 
 def randomize(model, std=0.3, seed=1):
     """Give every adapter weight a visible random value (init leaves W_O = W_D = 0)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if calyrex.is_adapter_param(name):
-                p.copy_(torch.randn(p.shape, generator=g) * std + (1.0 if "norm" in name else 0.0))
-    return model
+    return randomize_adapters(model, std, seed)
 
 
 @pytest.fixture

@@ -185,3 +185,21 @@ def tiny_model(
         tiny_config(arch, **overrides), attn_implementation=attn_implementation
     )
     return model.eval()
+
+
+def randomize_adapters(
+    model: Any, std: float = 0.3, seed: int = 1, also: tuple[str, ...] = ()
+) -> Any:
+    """Give every adapter weight (and every parameter whose name contains one of ``also``, e.g.
+    PEFT's ``lora_B``) a visible random value: initialisation leaves the blocks' out-projections
+    at 0, so an untrained model cannot show what the blocks do. Drawn on the CPU, so every
+    device and dtype gets the same values."""
+    from .core.names import is_adapter_param
+
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if is_adapter_param(name) or any(part in name for part in also):
+                value = torch.randn(p.shape, generator=g) * std + (1.0 if "norm" in name else 0.0)
+                p.copy_(value.to(device=p.device, dtype=p.dtype))
+    return model

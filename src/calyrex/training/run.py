@@ -271,8 +271,7 @@ def run_precision(cfg: TrainConfig, out: Path, resume_from: str | None) -> Choic
     file = out / PRECISION_FILE
     if resume_from and file.is_file():
         started = json.loads(file.read_text())["chosen"]
-        asked = cfg.precision if cfg.precision == "auto" else resolve_precision(cfg.precision)
-        if asked != "auto" and asked.precision != started:
+        if cfg.precision != "auto" and resolve_precision(cfg.precision).precision != started:
             raise ValueError(
                 f"{out} was trained in {started} until {Path(resume_from).name}; resume it with "
                 f"--precision {started} (or auto), or train into a new --out"
