@@ -1,6 +1,6 @@
 """RuleWorld: a synthetic instruction-hierarchy world, its tokenizer, backbone and evaluation."""
 
-from .checkers import CHECKERS, access_granted, check, check_all
+from .checkers import CHECKERS, check, check_all
 from .rules import ORDER, Rule, apply_rules
 from .tasks import TASKS, Task, answer_correct
 from .world import Example, World
@@ -13,7 +13,6 @@ __all__ = [
     "Rule",
     "Task",
     "World",
-    "access_granted",
     "answer_correct",
     "apply_rules",
     "check",
