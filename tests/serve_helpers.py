@@ -5,6 +5,8 @@ from __future__ import annotations
 import calyrex
 from calyrex.serve.config import ServeConfig
 from calyrex.serve.engine import Engine
+from calyrex.serve.request import SamplingParams
+from calyrex.serve.sampling import Sampler
 from calyrex.span.chat import encode_chat
 from calyrex.testing import tiny_model
 from conftest import randomize
@@ -39,6 +41,26 @@ def reference(model, tok, conv, n, eos, with_span=True) -> str:
         pad_token_id=tok.pad_token_id,
     )
     return tok.decode(out[0, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+def sampled_reference(model, tok, conv, n, eos, **params) -> str:
+    """The text ``Sampler(SamplingParams(**params))`` draws from ``model``'s logits, recomputed
+    over the whole sequence at every step (no cache): the server's target for a sampled reply."""
+    import torch
+
+    sampler = Sampler(SamplingParams(**params))
+    batch = encode_chat(tok, [conv], add_generation_prompt=True)
+    ids, span, out = batch["input_ids"], batch["system_mask"], []
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(input_ids=ids, system_mask=span).logits[0, -1].float()  # (V,)
+            token = sampler(logits)
+            if token in eos:
+                break
+            out.append(token)
+            ids = torch.cat([ids, torch.tensor([[token]])], 1)
+            span = torch.cat([span, torch.zeros_like(span[:, :1])], 1)
+    return tok.decode(out, skip_special_tokens=True)
 
 
 def conversation(user: str, system: str | None = SYSTEM) -> list[dict[str, str]]:

@@ -12,7 +12,15 @@ import calyrex  # noqa: E402
 from calyrex.serve.local import local_server  # noqa: E402
 from calyrex.serve.prompt import encode_prompt  # noqa: E402
 from calyrex.testing import tiny_model  # noqa: E402
-from serve_helpers import NAME, SYSTEM, cal_model, conversation, engine, reference  # noqa: E402
+from serve_helpers import (  # noqa: E402
+    NAME,
+    SYSTEM,
+    cal_model,
+    conversation,
+    engine,
+    reference,
+    sampled_reference,
+)
 
 N = 10  # tokens per reply
 
@@ -133,11 +141,19 @@ def test_disconnect_stops_the_request(served, tok):
     assert cancelled() == before + 1
 
 
-def test_sampling_follows_the_seed(served):
-    _, _, client = served
-    kw = dict(temperature=1.0, top_p=0.9, seed=7)
-    a, b = (_ask(client, conversation("hi"), **kw).choices[0].message.content for _ in range(2))
-    assert a == b
+@pytest.mark.parametrize("params", [dict(temperature=1.0, top_p=0.9), dict(temperature=0.6)])
+def test_sampled_replies_are_the_samplers_draws_and_follow_the_seed(served, tok, params):
+    """A sampled reply is what the sampler (``tests/test_serve_sampling.py``) draws with the
+    request's temperature, top_p and seed from the model's own logits; the same seed gives the
+    same reply, other seeds other replies, and sampling is not greedy decoding."""
+    model, eng, client = served
+    conv = conversation("hi")
+    got = {s: _ask(client, conv, seed=s, **params).choices[0].message.content for s in range(5)}
+    for seed, text in got.items():
+        assert text == sampled_reference(model, tok, conv, N, eng.eos, seed=seed, **params)
+    assert _ask(client, conv, seed=3, **params).choices[0].message.content == got[3]
+    assert len(set(got.values())) >= 3, got
+    assert reference(model, tok, conv, N, eng.eos) not in got.values()
 
 
 def test_models_health_metrics(served):
