@@ -50,8 +50,10 @@ def test_tensortrust_metrics(tmp_path):
         "tensortrust", FIX / "tensortrust_responses.jsonl", FIX / "tensortrust", tmp_path
     )
     m = record["metrics"]
-    assert (m["HRR"], m["ERR"], m["hijacking_dv"], m["extraction_dv"]) == (0.5, 0.5, 0.5, 1.0)
-    assert m["n_hrr"] == m["n_err"] == 2
+    # hijacking: 1 valid and hijacked, 2 invalid; extraction: 7 valid and leaked, 8 holds
+    assert (m["hijacking_validity"], m["hijacking_holds"], m["HRR"]) == (0.5, 0.0, 0.0)
+    assert (m["extraction_validity"], m["extraction_holds"], m["ERR"]) == (1.0, 0.5, 0.5)
+    assert m["n_hijacking"] == m["n_extraction"] == 2
 
 
 def test_glaive_loader_and_metrics(tmp_path):
@@ -114,7 +116,7 @@ def test_too_long_context_is_a_recorded_skip(saved, tmp_path):
     )
     assert rc == 0
     assert len(record["skipped"]) == record["n_items"]
-    assert record["metrics"]["HRR"] is None and record["metrics"]["n_hrr"] == 0
+    assert record["metrics"]["HRR"] is None and record["metrics"]["n_hijacking"] == 0
     rows = (tmp_path / "tensortrust.responses.jsonl").read_text()
     assert "exceeds the model's context window of 512" in rows
 

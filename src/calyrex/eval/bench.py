@@ -57,6 +57,12 @@ class Benchmark:
     def row_id(self, row: Row) -> str:
         return str(row["id"])
 
+    def unit(self, item: Item) -> str:
+        """The scoring unit an item belongs to: the items one per-item score is computed from
+        together (a Tensor Trust defence's attack and right-code items; SEP's two conditions of
+        one row). Paired comparisons resample units."""
+        return str(item["id"] if "id" in item else item["key"])
+
     def conversation(self, item: Item, ctx: Context) -> list[dict[str, str]]:
         """The chat prompt of a single-turn item (role mapping documented per runner)."""
         raise NotImplementedError

@@ -1,4 +1,5 @@
-"""Per-item scores of an evaluated benchmark: its own ``score`` applied to one item at a time.
+"""Per-item scores of an evaluated benchmark: its own ``score`` applied to one unit at a time
+(an item, or the items scored together: :meth:`calyrex.eval.bench.Benchmark.unit`).
 
 So they cannot drift from the recorded metrics. Judged benchmarks (SysBench, MSJ) do not store
 per-item verdicts and lm-eval tasks keep no per-item rows: ``None`` for them.
@@ -27,15 +28,21 @@ def item_scores(suite: str, eval_dir: Path, patterns: list[str]) -> Items | None
     ctx = Context(EvalConfig(**stored), eval_dir)
     items = bench.load(ctx.config.data.get(suite), ctx)
     rows = {bench.row_id(r): r for r in read_rows(responses)}
+    units: dict[str, list] = {}
+    for item in items:  # a unit's items are scored together (Benchmark.unit)
+        units.setdefault(bench.unit(item), []).append(item)
     out: Items = {}
-    for item in items:
-        item_id = str(item["id"] if "id" in item else item["key"])
-        row = rows.get(item_id)
-        if row is None or row.get("skipped"):
+    for unit, members in units.items():
+        got = [
+            rows[i]
+            for i in (str(it["id"] if "id" in it else it["key"]) for it in members)
+            if i in rows and not rows[i].get("skipped")
+        ]
+        if not got:
             continue
-        metrics = bench.score([item], [row], ctx)["metrics"]
+        metrics = bench.score(members, got, ctx)["metrics"]
         for key in sorted(metrics):
             if any(fnmatch.fnmatchcase(key, p) for p in patterns) and metrics[key] is not None:
-                out[item_id] = (key, float(metrics[key]))
+                out[unit] = (key, float(metrics[key]))
                 break
     return out

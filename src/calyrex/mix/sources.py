@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import bz2
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..eval.grant import granted_whole
+
 DOLLY_SHARDS = "sft/dolly15k/local_training_*.json"
 GPTEACHER = "sft/gpteacher-roleplay/roleplay-simple-deduped-roleplay-instruct.json"
 STRUQ = "attacks/alpacafarm/struq_attack_config.json"
 TENSORTRUST_RAW = "attacks/tensortrust/raw_dump_defenses.jsonl.bz2"
-ACCESS_GRANTED = re.compile(r"^\W*access granted\W*$", re.IGNORECASE)  # the game's rule
 
 
 @dataclass(frozen=True)
@@ -133,9 +133,7 @@ def _defenses(root: Path) -> Iterator[Defense]:
             opening = (r.get("opening_defense") or "").strip()
             closing = (r.get("closing_defense") or "").strip()
             code = (r.get("access_code") or "").strip()
-            granted = r.get("output_is_access_granted") and ACCESS_GRANTED.match(
-                r.get("llm_output") or ""
-            )
+            granted = r.get("output_is_access_granted") and granted_whole(r.get("llm_output") or "")
             if opening and code and granted:
                 yield Defense(int(r["defense_id"]), opening, closing, code)
 
