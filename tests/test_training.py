@@ -102,6 +102,66 @@ def test_parameter_counts_match_within_2_percent(arch, placement):
         assert abs(counts[method] - counts["calyrex"]) / counts["calyrex"] < 0.02, counts
 
 
+# A CAL block by hand, for the tiny backbones' D = 32, H = 4, Hkv = 2, Dh = 8, I = 64:
+#   attention norm D + W_Q D·H·Dh + W_K, W_V D·Hkv·Dh each + W_O H·Dh·D + FFN norm D + 3·D·I
+CAL_TINY = 32 + 32 * 32 + 2 * 32 * 16 + 32 * 32 + 32 + 3 * 32 * 64  # = 9,280
+BLOCKS_BY_HAND = [
+    ({}, {}, CAL_TINY),
+    ({}, {"attention_bias": True}, CAL_TINY + 32 + 16 + 16),  # q, k, v biases
+    ({}, {"ffn": False}, 32 + 32 * 32 + 2 * 32 * 16 + 32 * 32),  # attention only: 3,104
+    ({}, {"host_gate": True}, CAL_TINY + 32 + 32 * 4),  # its norm and D → host heads
+    ({}, {"intermediate_size": 16}, CAL_TINY - 3 * 32 * 64 + 3 * 32 * 16),
+    # 8 heads of 16 over 2 kv heads: W_Q and W_O 32·128, W_K and W_V 32·32
+    ({}, {"num_heads": 8, "num_kv_heads": 2, "head_dim": 16}, 16_448),
+    # D = 48, 6 heads of 8, 3 kv heads, I = 80: 48 + 2·48·48 + 2·48·24 + 48 + 3·48·80
+    (
+        {
+            "hidden_size": 48,
+            "num_attention_heads": 6,
+            "num_key_value_heads": 3,
+            "intermediate_size": 80,
+        },
+        {},
+        18_528,
+    ),
+]
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+@pytest.mark.parametrize(("backbone", "block", "per_block"), BLOCKS_BY_HAND)
+def test_cal_parameter_counts_in_closed_form(arch, backbone, block, per_block):
+    """Each CAL block holds the parameters its equations name, counted by hand above (not with
+    ``cal_budget``), and the model, the trainer's count and the matched budget agree with it."""
+    config = calyrex.CalyrexConfig(placement="late_half", **block)
+    model = calyrex.adapt(tiny_model(arch, num_hidden_layers=8, **backbone), "calyrex", config)
+    blocks = dict(model.cal_blocks.items())
+    assert sorted(blocks, key=int) == ["4", "5", "6", "7"]  # late_half of 8 layers
+    assert [sum(p.numel() for p in b.parameters()) for b in blocks.values()] == [per_block] * 4
+    assert calyrex.count_trainable(model) == 4 * per_block
+    assert (
+        matched_counts(tiny_model(arch, num_hidden_layers=8, **backbone), config)["calyrex"]
+        == 4 * per_block
+    )
+
+
+def test_baseline_parameter_counts_in_closed_form():
+    """The baselines at late_half of the 8-layer tiny Qwen2 (CAL: 4 × 9,280 = 37,120)."""
+    config = calyrex.CalyrexConfig(placement="late_half")
+    # ParallelMLP: norm D + gate, up, down 3·D·W; W = round((9,280 − 32) / 96) = 96
+    mlp = calyrex.adapt(tiny_model("qwen2", num_hidden_layers=8), "parallel_mlp", config)
+    assert [sum(p.numel() for p in b.parameters()) for _, b in mlp.cal_blocks.items()] == [
+        32 + 3 * 32 * 96
+    ] * 4
+    assert calyrex.count_trainable(mlp) == 4 * 9_248
+    # LoRA: rank r on a projection costs r·(in + out); per layer q 64, k 48, v 48, o 64,
+    # gate 96, up 96, down 96 = 512, so 8 layers cost 4,096 per rank. Rank 9 (36,864) on all
+    # 56 projections and rank 10 on three 96-wide ones: 37,152, 32 over CAL's budget
+    lora = calyrex.adapt(tiny_model("qwen2", num_hidden_layers=8), "lora", config)
+    ranks = sorted(p.shape[0] for n, p in lora.named_parameters() if "lora_A" in n)
+    assert ranks == [9] * 53 + [10] * 3
+    assert calyrex.count_trainable(lora) == 9 * 8 * 512 + 3 * 96 == 37_152
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_identity_at_step_zero_and_single_batch_overfit(method, tok):
     batch = calyrex.encode_chat(tok, [c["messages"] for c in _sort_rows(4)], with_labels=True)
@@ -166,10 +226,59 @@ def test_group_by_length_batches_rows_of_similar_lengths(backbone, tmp_path, mon
     assert padding[True] < 0.25 * padding[False], padding
 
 
+def _base():
+    return tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2)
+
+
+def trainable(model):
+    """Copies of ``model``'s trainable tensors by name."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def capture_trained(monkeypatch):
+    """Record the model ``train`` builds, and its trainable tensors before the first step."""
+    from calyrex.training import run
+
+    seen = {}
+    make = run._trainer
+
+    def recording(cfg, model, *args):
+        seen["model"], seen["initial"] = model, trainable(model)
+        return make(cfg, model, *args)
+
+    monkeypatch.setattr(run, "_trainer", recording)
+    return seen
+
+
+def initial_adapter(directory, method, seed, placement=None):
+    """The adapter ``train`` starts from (``adapt`` with the run's seed), saved to ``directory``
+    as a run saves it: (the model, its saved tensors by name)."""
+    config = calyrex.CalyrexConfig(**({"placement": placement} if placement else {}))
+    model = calyrex.adapt(_base(), method, config, seed=seed)
+    calyrex.save_adapter(model, directory)
+    return model, load_file(directory / "adapter_model.safetensors")
+
+
+def assert_every_tensor_moved(initial, final):
+    assert initial and initial.keys() == final.keys()
+    unmoved = [k for k in initial if torch.equal(initial[k], final[k])]
+    assert unmoved == [], f"{len(unmoved)} of {len(initial)} adapter tensors never moved"
+
+
+def _inputs(batch, method):
+    """A LoRA model built in a test takes no ``system_mask`` (load_model's accepts it)."""
+    return batch if method != "lora" else {k: v for k, v in batch.items() if k != "system_mask"}
+
+
 @pytest.mark.parametrize("method", METHODS)
-def test_train_end_to_end_saves_a_loadable_adapter(method, backbone, tmp_path, tok):
+def test_train_end_to_end_moves_the_adapter_and_saves_what_it_trained(
+    method, backbone, tmp_path, tok, monkeypatch
+):
+    """Every adapter tensor leaves its initial value, the loss on the training rows falls, and
+    the saved adapter, loaded on a fresh base, gives the trained model's logits bit for bit."""
     base_dir, data = backbone
     out = tmp_path / method
+    seen = capture_trained(monkeypatch)
     result = train(
         TrainConfig(
             model=str(base_dir),
@@ -182,30 +291,46 @@ def test_train_end_to_end_saves_a_loadable_adapter(method, backbone, tmp_path, t
             lr=3e-3,
             logging_steps=2,
             save_steps=6,
+            precision="fp32",  # auto may pick bf16 autocast, which stays on the model's forward
             progress=False,
         )
     )
+    model = seen["model"].eval()
+    final = trainable(model)
+    assert_every_tensor_moved(seen["initial"], final)
+    assert sum(t.numel() for t in final.values()) == result.trainable_params
+
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [2, 4, 6, 8, 10, 12] and all(
         "loss" in m for m in metrics
     )
     assert metrics[-1]["loss"] < metrics[0]["loss"]
+    rows = [r["messages"] for r in _sort_rows()]
+    batch = _inputs(calyrex.encode_chat(tok, rows, with_labels=True), method)
+    initial = calyrex.adapt(_base(), method, calyrex.CalyrexConfig(placement="late_half"), seed=0)
+    assert trainable(initial).keys() == final.keys()
+    initial.load_state_dict(seen["initial"], strict=False)  # the adapter before step 1
+    with torch.no_grad():
+        before, after = initial.eval()(**batch).loss, model(**batch).loss
+    assert after < 0.9 * before, (before.item(), after.item())
+
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-12", "checkpoint-6"]
     summary = json.loads((out / "summary.json").read_text())
     assert (
         summary["trainable_params"] == result.trainable_params == summary["matched_params"][method]
     )
-    loaded = calyrex.load_adapter(
-        tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2), out / "adapter"
-    )
-    assert calyrex.count_trainable(loaded) in (0, result.trainable_params)
+    loaded = calyrex.load_adapter(_base(), out / "adapter").eval()
+    # PEFT loads an adapter frozen (is_trainable=False); calyrex's blocks load trainable
+    assert calyrex.count_trainable(loaded) == (0 if method == "lora" else result.trainable_params)
+    with torch.no_grad():
+        assert torch.equal(loaded(**batch).logits, model(**batch).logits)
     if method == "lora":
         from peft import PeftModel
 
         assert isinstance(loaded, PeftModel)
-        PeftModel.from_pretrained(
-            tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2), str(out / "adapter")
-        )  # PEFT's own loader
+        peft_loaded = PeftModel.from_pretrained(_base(), str(out / "adapter")).eval()
+        with torch.no_grad():  # PEFT's own loader reads the same adapter
+            assert torch.equal(peft_loaded(**batch).logits, model(**batch).logits)
 
 
 def _cli(base_dir, data, out):
@@ -258,6 +383,7 @@ def test_killed_then_resumed_equals_uninterrupted(backbone, tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (tmp_path / "killed" / "adapter").exists(), "the run ended before the kill"
+    at_kill = load_file(tmp_path / "killed" / "checkpoint-8" / "adapter_model.safetensors")
     subprocess.run(
         _train_cmd(base_dir, data, tmp_path / "killed", "--resume"), check=True, capture_output=True
     )
@@ -266,6 +392,10 @@ def test_killed_then_resumed_equals_uninterrupted(backbone, tmp_path):
     assert full.keys() == resumed.keys()
     for k in full:
         torch.testing.assert_close(resumed[k], full[k], atol=1e-5, rtol=0)
+    # not vacuous: the adapter moved before the kill, and again after the resume
+    _, initial = initial_adapter(tmp_path / "initial", "calyrex", seed=3)
+    assert_every_tensor_moved(initial, at_kill)
+    assert_every_tensor_moved(at_kill, resumed)
     steps = [
         json.loads(line)["step"]
         for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()
