@@ -70,3 +70,30 @@ def real_data():
     if not root.is_dir():
         pytest.skip(f"the shared real data is not at {root}")
     return root
+
+
+def trainable(model):
+    """Copies of ``model``'s trainable tensors by name."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def capture_trained(monkeypatch):
+    """Record the model ``train`` builds, and its trainable tensors before the first step."""
+    from calyrex.training import run
+
+    seen = {}
+    make = run._trainer
+
+    def recording(cfg, model, *args):
+        seen["model"], seen["initial"] = model, trainable(model)
+        return make(cfg, model, *args)
+
+    monkeypatch.setattr(run, "_trainer", recording)
+    return seen
+
+
+def assert_every_tensor_moved(initial, final):
+    """Same tensor names, and none of them still equal to its initial value."""
+    assert initial and initial.keys() == final.keys()
+    unmoved = [k for k in initial if torch.equal(initial[k], final[k])]
+    assert unmoved == [], f"{len(unmoved)} of {len(initial)} adapter tensors never moved"

@@ -16,6 +16,7 @@ from calyrex.testing import tiny_model, tiny_tokenizer
 from calyrex.training import DataError, TrainConfig, train
 from calyrex.training import run as run_module
 from calyrex.training.data import EncodeStats
+from conftest import assert_every_tensor_moved, capture_trained, trainable
 
 dpo = pytest.importorskip("calyrex.training.dpo")
 from trl.trainer.utils import add_fused_lm_head  # noqa: E402
@@ -132,11 +133,16 @@ def test_disable_adapters_restores_the_blocks_even_on_error(tok):
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_one_dpo_step_moves_the_implicit_reward_margin(method, backbone, tmp_path):
+def test_one_dpo_step_moves_the_implicit_reward_margin(
+    method, backbone, tmp_path, tok, monkeypatch
+):
     """Step 1 sees policy = reference exactly (margin 0, loss ln 2); after one update the
-    margin on the same pairs (one batch holds them all) is positive."""
+    margin on the same pairs (one batch holds them all) is positive. After the two steps every
+    adapter tensor has moved, and the saved adapter, loaded on a fresh base, gives the trained
+    policy's logits bit for bit."""
     out = tmp_path / method
-    train(_config(*backbone, out, method=method))
+    seen = capture_trained(monkeypatch)
+    train(_config(*backbone, out, method=method, precision="fp32"))  # auto may autocast bf16
     logs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     first, second = logs
     assert first["rewards/margins"] == 0.0 and first["rewards/chosen"] == 0.0
@@ -146,8 +152,16 @@ def test_one_dpo_step_moves_the_implicit_reward_margin(method, backbone, tmp_pat
     assert summary["objective"] == "dpo" and summary["beta"] == 0.1
     assert summary["rewards"]["rewards/margins"] == second["rewards/margins"]
     assert summary["data"] == {"kept": 8, "skipped": {}}
-    loaded = calyrex.load_adapter(_base(), out / "adapter")
-    assert calyrex.count_trainable(loaded) in (0, summary["trainable_params"])
+    policy = seen["model"].eval()
+    assert_every_tensor_moved(seen["initial"], trainable(policy))
+    assert sum(t.numel() for t in seen["initial"].values()) == summary["trainable_params"]
+    loaded = calyrex.load_adapter(_base(), out / "adapter").eval()
+    # PEFT loads an adapter frozen (is_trainable=False); calyrex's blocks load trainable
+    expected = 0 if method == "lora" else summary["trainable_params"]
+    assert calyrex.count_trainable(loaded) == expected
+    batch = calyrex.encode_chat(tok, [p["prompt"] + p["chosen"] for p in _pairs()])
+    with torch.no_grad():
+        assert torch.equal(loaded(**batch).logits, policy(**batch).logits)
 
 
 def test_dpo_changes_only_adapter_parameters(tok, tmp_path):
@@ -211,12 +225,22 @@ def test_resumed_after_an_interruption_equals_uninterrupted(backbone, tmp_path, 
         train(killed)
     monkeypatch.undo()
     assert sorted(p.name for p in (tmp_path / "killed").glob("checkpoint-*")) == ["checkpoint-2"]
+    at_kill = load_file(tmp_path / "killed" / "checkpoint-2" / "adapter_model.safetensors")
     train(dataclasses.replace(killed, resume=True))
     full = load_file(tmp_path / "full" / "adapter" / "adapter_model.safetensors")
     resumed = load_file(tmp_path / "killed" / "adapter" / "adapter_model.safetensors")
     assert full.keys() == resumed.keys()
     for k in full:
         torch.testing.assert_close(resumed[k], full[k], atol=1e-6, rtol=0)
+    # not vacuous: the adapter moved before the interruption, and again after the resume
+    initial = calyrex.adapt(
+        _base(), "calyrex", calyrex.CalyrexConfig(placement="late_half"), seed=0
+    )
+    calyrex.save_adapter(initial, tmp_path / "initial")
+    assert_every_tensor_moved(
+        load_file(tmp_path / "initial" / "adapter_model.safetensors"), at_kill
+    )
+    assert_every_tensor_moved(at_kill, resumed)
     logs = {
         name: [
             json.loads(line)

@@ -19,6 +19,7 @@ from calyrex.span.chat import IGNORE_INDEX
 from calyrex.testing import tiny_model, tiny_tokenizer
 from calyrex.training import DataError, TrainConfig, load_conversations, train
 from calyrex.training.data import encode_conversations
+from conftest import assert_every_tensor_moved, capture_trained, trainable
 
 METHODS = ["calyrex", "lora", "parallel_mlp"]
 
@@ -230,26 +231,6 @@ def _base():
     return tiny_model("qwen2", num_hidden_layers=8, initializer_range=0.2)
 
 
-def trainable(model):
-    """Copies of ``model``'s trainable tensors by name."""
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-
-
-def capture_trained(monkeypatch):
-    """Record the model ``train`` builds, and its trainable tensors before the first step."""
-    from calyrex.training import run
-
-    seen = {}
-    make = run._trainer
-
-    def recording(cfg, model, *args):
-        seen["model"], seen["initial"] = model, trainable(model)
-        return make(cfg, model, *args)
-
-    monkeypatch.setattr(run, "_trainer", recording)
-    return seen
-
-
 def initial_adapter(directory, method, seed, placement=None):
     """The adapter ``train`` starts from (``adapt`` with the run's seed), saved to ``directory``
     as a run saves it: (the model, its saved tensors by name)."""
@@ -257,12 +238,6 @@ def initial_adapter(directory, method, seed, placement=None):
     model = calyrex.adapt(_base(), method, config, seed=seed)
     calyrex.save_adapter(model, directory)
     return model, load_file(directory / "adapter_model.safetensors")
-
-
-def assert_every_tensor_moved(initial, final):
-    assert initial and initial.keys() == final.keys()
-    unmoved = [k for k in initial if torch.equal(initial[k], final[k])]
-    assert unmoved == [], f"{len(unmoved)} of {len(initial)} adapter tensors never moved"
 
 
 def _inputs(batch, method):
