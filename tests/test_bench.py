@@ -172,6 +172,60 @@ def test_flop_model_gives_the_issues_inference_and_training_estimates():
     assert flops.causal_pairs(4) == 10 and flops.causal_pairs(2, past=3) == 2 * 3 + 3
 
 
+def test_flop_model_equals_torchs_flop_counter_on_a_tiny_model():
+    """``flops`` against ``torch.utils.flop_counter.FlopCounterMode`` on the 8-layer tiny Qwen2
+    with CAL blocks at late_half: a prefill with a 16-token span and a decode step after it.
+
+    Eager host attention and SDPA's math kernel make every matmul visible to the counter (its
+    registry has no formula for the CPU flash kernel). The counter counts what eager computes,
+    the full T×T score square; the FLOP model counts the T(T+1)/2 causal pairs, so the prefill
+    compares after taking the masked-out half, 4·H·Dh·T(T−1)/2 per layer, off the count. A
+    decode step's single query sees every key: there the two agree with no correction."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    t, heads, head_dim, layers = 40, 4, 8, 8
+    config = calyrex.CalyrexConfig(placement="late_half")
+
+    def backbone():
+        return tiny_model("qwen2", num_hidden_layers=layers, attn_implementation="eager")
+
+    base, model = backbone(), calyrex.wrap(backbone(), config)
+    ids = torch.randint(0, 384, (1, t + 1), generator=torch.Generator().manual_seed(0))
+    span = torch.zeros_like(ids, dtype=torch.bool)
+    span[:, 4:20] = True  # S = 16
+
+    def counted(run):
+        with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as c:
+            run()
+        return c.get_total_flops()
+
+    base_flops = counted(lambda: base(input_ids=ids[:, :t], logits_to_keep=1))
+    cal_flops = counted(
+        lambda: model(input_ids=ids[:, :t], system_mask=span[:, :t], logits_to_keep=1)
+    )
+    g, cfg = flops.Geometry.of(base.config), config.resolve(base.config)
+    masked = layers * 4 * heads * head_dim * t * (t - 1) // 2
+    assert base_flops - masked == flops.base_forward(g, t, logits=1)
+    assert cal_flops - base_flops == 4 * flops.cal_forward(g, cfg, t, 16)
+    measured = (cal_flops - masked) / (base_flops - masked)
+    assert measured == pytest.approx(flops.inference_ratio(g, cfg, t, 16), rel=1e-12)
+    assert measured > 1.4  # the blocks are a large share of so small a model
+
+    with torch.no_grad():
+        base_cache = hf.output_cache(base(input_ids=ids[:, :t], use_cache=True))
+        cal_cache = hf.output_cache(
+            model(input_ids=ids[:, :t], system_mask=span[:, :t], use_cache=True)
+        )
+    step = ids[:, t:]
+    base_step = counted(lambda: base(input_ids=step, past_key_values=base_cache, use_cache=True))
+    cal_step = counted(lambda: model(input_ids=step, cache=cal_cache, use_cache=True))
+    assert base_step == flops.base_forward(g, 1, past=t)
+    assert cal_step / base_step == pytest.approx(
+        flops.inference_ratio(g, cfg, 1, 16, past=t), rel=1e-12
+    )
+
+
 def test_unmasked_decode_path_equals_the_masked_one():
     """The decode fast path (every query sees every key: no mask, no row kept) changes no number."""
     import copy
