@@ -233,14 +233,12 @@ def test_resumed_after_an_interruption_equals_uninterrupted(backbone, tmp_path, 
     for k in full:
         torch.testing.assert_close(resumed[k], full[k], atol=1e-6, rtol=0)
     # not vacuous: the adapter moved before the interruption, and again after the resume
-    initial = calyrex.adapt(
-        _base(), "calyrex", calyrex.CalyrexConfig(placement="late_half"), seed=0
-    )
-    calyrex.save_adapter(initial, tmp_path / "initial")
-    assert_every_tensor_moved(
-        load_file(tmp_path / "initial" / "adapter_model.safetensors"), at_kill
-    )
+    config = calyrex.CalyrexConfig(placement="late_half")
+    calyrex.save_adapter(calyrex.adapt(_base(), "calyrex", config, seed=0), tmp_path / "initial")
+    initial = load_file(tmp_path / "initial" / "adapter_model.safetensors")
+    assert_every_tensor_moved(initial, at_kill)
     assert_every_tensor_moved(at_kill, resumed)
+    assert_every_tensor_moved(initial, full)
     logs = {
         name: [
             json.loads(line)

@@ -371,6 +371,7 @@ def test_killed_then_resumed_equals_uninterrupted(backbone, tmp_path):
     _, initial = initial_adapter(tmp_path / "initial", "calyrex", seed=3)
     assert_every_tensor_moved(initial, at_kill)
     assert_every_tensor_moved(at_kill, resumed)
+    assert_every_tensor_moved(initial, full)
     steps = [
         json.loads(line)["step"]
         for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()
