@@ -42,6 +42,7 @@ class Context:
     generator: Generator | None = None
     judge: Any = None  # a calyrex.eval.judge.Judge, or None
     lm: Any = None  # the lm-eval model, for harness tasks
+    reader: Any = None  # a calyrex.eval.prefill.Reader over the generator, made when needed
 
 
 class Benchmark:
@@ -71,12 +72,36 @@ class Benchmark:
         """The prompt fields a response row carries (what ``row_id`` reads)."""
         return {"id": item["id"]}
 
+    def targets(self, item: Item) -> dict[str, str]:
+        """Fixed replies whose log-probabilities are scored on the item's prompt, by name (the
+        continuous, paired scores; :mod:`calyrex.eval.prefill`). None by default."""
+        return {}
+
     def generate(self, items: list[Item], ctx: Context) -> Iterator[Row]:
-        """Single-turn default: one greedy reply per item, in batches."""
+        """Single-turn default: one greedy reply per item, in batches; with :meth:`targets`, the
+        reply and the targets' log-probabilities from one prefill of each prompt."""
+        if items and any(self.targets(it) for it in items):
+            yield from self._read(items, ctx)
+            return
         for chunk in batches(items, ctx.config.batch_size):
             outs = ctx.generator.chat([self.conversation(it, ctx) for it in chunk])
             for item, out in zip(chunk, outs, strict=True):
                 yield response_or_skip(self.fields(item), out)
+
+    def _read(self, items: list[Item], ctx: Context) -> Iterator[Row]:
+        from .prefill import Answer, Ask, Reader
+
+        if ctx.reader is None:
+            ctx.reader = Reader(ctx.generator)
+        new = ctx.config.max_new_tokens
+        for chunk in batches(items, 4 * ctx.config.batch_size):  # rows saved as they come
+            asks = [Ask(self.conversation(it, ctx), self.targets(it), new) for it in chunk]
+            for item, out in zip(chunk, ctx.reader.read(asks), strict=True):
+                if not isinstance(out, Answer):
+                    yield response_or_skip(self.fields(item), out)
+                    continue
+                row = {**self.fields(item), "response": out.reply, "logprobs": out.logprobs}
+                yield row | {"target_tokens": out.tokens}
 
     def score(self, items: list[Item], rows: list[Row], ctx: Context) -> dict[str, Any]:
         raise NotImplementedError
@@ -104,6 +129,15 @@ def answered(
         else:
             pairs.append((item, row["response"]))
     return pairs, skipped, missing
+
+
+def logprobs(bench: Benchmark, rows: list[Row]) -> dict[str, dict[str, float]]:
+    """Row id → its targets' log-probabilities (rows generated with :meth:`Benchmark.targets`)."""
+    return {bench.row_id(r): r["logprobs"] for r in rows if r.get("logprobs")}
+
+
+def mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def curve(x: list, y: list, xlabel: str, ylabel: str, xscale: str | None = None) -> dict[str, Any]:

@@ -15,6 +15,8 @@ def _pct(x: float) -> str:
 def rate(cell: dict[str, Any] | None) -> str:
     if not cell:
         return "–"
+    if "undefined" in cell:
+        return "undefined"
     lo, hi = cell["ci95"]
     return f"{_pct(cell['value'])} [{_pct(lo)}, {_pct(hi)}]"
 
@@ -45,7 +47,11 @@ def seeds_in(report: dict[str, Any], labels: list[str]) -> str:
     """A line naming the columns whose seeds are not all in yet (the study runs seed by seed)."""
     said = []
     for label in labels:
-        cells = [r["cells"][label] for r in report["metrics"].values() if label in r["cells"]]
+        cells = [
+            r["cells"][label]
+            for r in report["metrics"].values()
+            if label in r["cells"] and "undefined" not in r["cells"][label]
+        ]
         planned = max((c["seeds_planned"] for c in cells if "seeds_planned" in c), default=0)
         # rows run on the first seed only (planned 1) do not count as unfinished
         done = sorted({len(c["per_seed"]) for c in cells if c.get("seeds_planned") == planned})
@@ -162,13 +168,28 @@ def change_tables(report: dict[str, Any]) -> list[str]:
     return out
 
 
-# the paper's claims and the report rows that test each (key prefixes of ``report["metrics"]``)
+# the paper's claims and the report rows that test each: keys of ``report["metrics"]``, or key
+# prefixes ending in ":" or "@" (validity rows and the old rules' secondary rows are not claims)
 CLAIMS = {
     "follows its system prompt better (sys-IFEval)": ("sys_ifeval:",),
-    "resists prompt injection (StruQ, SEP)": ("struq:", "sep:"),
-    "resists hijacking and extraction (Tensor Trust)": ("tensortrust:HRR", "tensortrust:ERR"),
-    "resists many-shot hijacking": ("msj_hijack:",),
+    "resists prompt injection (StruQ, SEP)": (
+        "struq:asr",
+        "struq:resisted_on_task",
+        "sep:probe_executed",
+        "sep:separation",
+    ),
+    "resists hijacking and extraction (Tensor Trust)": (
+        "tensortrust:hijacking_holds",
+        "tensortrust:extraction_holds",
+        "tensortrust:HRR",
+        "tensortrust:ERR",
+    ),
+    "resists many-shot hijacking": ("msj_hijack:holds@", "msj_hijack:asr@"),
 }
+
+
+def _tests(key: str, patterns: tuple[str, ...]) -> bool:
+    return any(key == p or (p[-1] in ":@" and key.startswith(p)) for p in patterns)
 
 
 def _outcome(verdicts: list[str], baseline: str, titles: list[str]) -> str:
@@ -189,18 +210,36 @@ def claims(report: dict[str, Any]) -> list[str]:
     """Which of the paper's claims reproduce on this model, in words, from the verdicts."""
     rows = report["metrics"]
     out = []
-    for claim, prefixes in CLAIMS.items():
-        keys = [k for k in rows if k.startswith(prefixes) and rows[k]["differences"]]
+    for claim, patterns in CLAIMS.items():
+        keys = [k for k in rows if _tests(k, patterns)]
         said = []
         for baseline in BASELINES:
             got = [k for k in keys if baseline in rows[k]["differences"]]
             if got:
                 verdicts = [rows[k]["differences"][baseline]["verdict"] for k in got]
                 said.append(_outcome(verdicts, baseline, [rows[k]["title"] for k in got]))
+            blind = _undecidable(rows, keys, baseline)
+            if blind:
+                said.append(f"undecidable against {BASELINES[baseline]} on {blind}")
         if said:
             out.append(f"- *CALYREX {claim}*: {'; '.join(said)}.")
     extra = [line for line in (_forgetting(rows), _against_base(rows)) if line]
     return [*out, *extra] if out else out
+
+
+def _undecidable(rows: dict[str, Any], keys: list[str], baseline: str) -> str:
+    """The claim's rows where CALYREX or ``baseline`` is undefined (nothing to rate, or validity
+    too low), in words: no verdict is printed from them."""
+    said = []
+    for k in keys:
+        why = rows[k].get("undecidable", {})
+        who = [BASELINES.get(x, "CALYREX") for x in (CALYREX, baseline) if x in why]
+        if who:
+            reasons = sorted(
+                {why[x].removeprefix("undefined: ") for x in (CALYREX, baseline) if x in why}
+            )
+            said.append(f"{rows[k]['title']} ({' and '.join(who)}: {'; '.join(reasons)})")
+    return ", ".join(said)
 
 
 def _against_base(rows: dict[str, Any]) -> str:

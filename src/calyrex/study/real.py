@@ -9,6 +9,10 @@ Stages, in order, each writing where a rerun finds it (a finished unit is never 
 * ``eval``     ``OUT/eval/RUN/SUITE/`` — ``calyrex eval`` per run and suite (finished suites
   skipped, generated replies appended as they come, so a suite resumes mid-way);
 * ``report``   ``OUT/report.{json,md}`` — :mod:`calyrex.study.report`.
+
+``rescore`` (asked for by name, not in the default stages): every finished generation suite scored
+again from its stored replies with the current scorers (a scoring rule fixed after the replies
+were made; nothing is generated).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 from .config import Arm, StudyConfig, Suite
 
 STAGES = ("mix", "analyze", "train", "eval", "report")
+EXTRA_STAGES = ("rescore",)
 # what a finished unit was made with: a rerun with other values would mix two recipes (arms
 # and suites may be added to a study; evaluation limits are recorded in each suite's run.json)
 RECIPE = ("model", "mix_rows", "preference_rows", "steps", "dpo_steps", "batch_size")
@@ -272,9 +277,10 @@ def run_study(
     """Run ``stages`` of the study into ``out``; returns the report (when it was a stage)."""
     from .report import write_report
 
-    unknown = set(stages) - set(STAGES)
+    unknown = set(stages) - set(STAGES) - set(EXTRA_STAGES)
     if unknown:
-        raise ValueError(f"unknown stages {sorted(unknown)}; choose from {', '.join(STAGES)}")
+        names = ", ".join(STAGES + EXTRA_STAGES)
+        raise ValueError(f"unknown stages {sorted(unknown)}; choose from {names}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
@@ -315,9 +321,34 @@ def run_study(
             adapter = None if arm is None else out / "train" / run / "adapter"
             first = arm is None or seed == cfg.seeds_of(arm)[0]
             timed("eval", lambda r=run, a=adapter, f=first: eval_run(cfg, r, a, out, f))
+    if "rescore" in stages:
+        rescore(cfg, out)
     report = timed("report", lambda: write_report(cfg, out)) if "report" in stages else {}
     _say(f"done in {time.time() - start:.0f} s ({out})")
     return report
+
+
+def rescore(cfg: StudyConfig, out: Path) -> list[str]:
+    """Score every finished generation suite of every run again from its stored replies with the
+    current scorers (the record and its details rewritten, the replies untouched); returns the
+    ``RUN/SUITE`` keys rescored."""
+    from ..eval.bench import Context, EvalConfig
+    from ..eval.runner import make_benchmark, run_one
+
+    done = []
+    for run, _, _ in runs(cfg):
+        for suite in cfg.suites:
+            where = out / "eval" / run / suite.key
+            replies = where / f"{suite.name}.responses.jsonl"
+            bench = make_benchmark(suite.name)
+            if finished(out, run, suite) is None or not replies.is_file() or hasattr(bench, "run"):
+                continue
+            stored = json.loads((where / "run.json").read_text())["config"]
+            ctx = Context(EvalConfig(**stored), where)
+            _write(where / f"{suite.name}.json", run_one(bench, ctx, str(replies)))
+            done.append(f"{run}/{suite.key}")
+    _say(f"rescore: {len(done)} suites scored again from their replies")
+    return done
 
 
 def _jsonable(cfg: StudyConfig) -> dict[str, Any]:

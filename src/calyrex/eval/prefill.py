@@ -1,0 +1,191 @@
+"""One prefill per prompt: the greedy reply *and* the log-probabilities of fixed replies.
+
+Legend: B batch, T prompt tokens (left-padded), L target tokens, V vocabulary.
+
+An attack suite wants two things of each prompt: what the model says (greedy, a few tokens: the
+0/1 verdicts read it) and how likely a fixed reply is ("Access Granted", "Hacked!", the probe's
+witness: the continuous, paired scores). Both start from the same prompt, so the prompt is run
+once (``use_cache=True``) and both branch off its cache:
+
+* each target is teacher-forced on a copy of the cache (:func:`calyrex.core.cal_cache
+  .batch_select_indices` keeps a CAL model's span keys/values with it): ``log P(target)`` is the
+  sum over its tokens of the log-softmax at the position before each;
+* the reply is decoded greedily from the cache, one token a step, until every row has ended its
+  turn or ``max_new_tokens`` are out (the same tokens as ``generate(do_sample=False)``).
+
+Prompts are sorted by length and batched (left padding, explicit ``position_ids``, so a padded row
+computes what it computes alone); a prompt longer than the context window is a :class:`Skip`.
+A target's tokens are the chat template's own for that reply (``encode_one`` of the conversation
+with the assistant turn, the prompt cut off, the end of turn dropped: the verdicts read how a reply
+*opens*, and a model that says "Access Granted." with a period grants as much as one that stops).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..core import hf
+from ..core.cal_cache import batch_select_indices
+from ..span.chat import ChatTemplateError, encode_one
+from .generate import Generator, Message, Skip
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A prompt, the fixed replies to score on it (name → text) and the greedy reply's length."""
+
+    conversation: Sequence[Message]
+    targets: dict[str, str] = field(default_factory=dict)
+    max_new_tokens: int = 0
+
+
+@dataclass
+class Answer:
+    reply: str | None  # None when max_new_tokens is 0
+    logprobs: dict[str, float]  # target name → sum of log P over its tokens
+    tokens: dict[str, int]  # target name → its token count
+
+
+def target_ids(tokenizer: Any, conversation: Sequence[Message], target: str) -> list[int]:
+    """The tokens the chat template gives ``target`` as the assistant's reply (module doc)."""
+    prompt = encode_one(tokenizer, conversation, add_generation_prompt=True)["input_ids"]
+    full = encode_one(tokenizer, [*conversation, {"role": "assistant", "content": target}])
+    if full["input_ids"][: len(prompt)] != prompt:
+        raise ChatTemplateError("the prompt is not a prefix of the prompt with its reply")
+    labelled = [t for t, y in zip(full["input_ids"], full["labels"], strict=True) if y != -100]
+    return labelled[:-1]  # the reply's tokens without the end-of-turn token that follows
+
+
+class Reader:
+    """:class:`Ask` → :class:`Answer`, in length-sorted batches, over a :class:`Generator`'s model."""
+
+    def __init__(self, gen: Generator) -> None:
+        self.gen, self.model, self.tok = gen, gen.model, gen.tokenizer
+        self.stats = {"prompts": 0, "prompt_tokens": 0, "target_tokens": 0, "new_tokens": 0}
+        ends = {self.tok.eos_token_id, self.tok.convert_tokens_to_ids("<|im_end|>")}
+        self.ends = {e for e in ends if isinstance(e, int) and e >= 0}
+
+    def read(self, asks: Sequence[Ask]) -> list[Answer | Skip]:
+        out: list[Answer | Skip] = [Skip("not run")] * len(asks)
+        rows = []
+        for i, ask in enumerate(asks):
+            enc = encode_one(self.tok, ask.conversation, add_generation_prompt=True)
+            targets = {k: target_ids(self.tok, ask.conversation, t) for k, t in ask.targets.items()}
+            longest = max([ask.max_new_tokens, *(len(t) for t in targets.values())], default=0)
+            if len(enc["input_ids"]) + longest > self.gen.window:
+                out[i] = Skip(
+                    f"prompt of {len(enc['input_ids'])} tokens + {longest} more exceeds the "
+                    f"model's context window of {self.gen.window}"
+                )
+            else:
+                rows.append((len(enc["input_ids"]), i, enc, targets))
+        rows.sort(key=lambda r: r[:2])  # similar lengths together: little padding
+        size = self.gen.batch_size
+        for start in range(0, len(rows), size):
+            chunk = rows[start : start + size]
+            new = max(asks[i].max_new_tokens for _, i, _, _ in chunk)
+            answers = self._batch([r[2] for r in chunk], [r[3] for r in chunk], new)
+            for (_, i, _, _), answer in zip(chunk, answers, strict=True):
+                out[i] = answer
+        return out
+
+    @property
+    def device(self) -> torch.device:
+        return self.gen.device
+
+    @torch.no_grad()
+    def _batch(
+        self, encs: list[dict[str, list[int]]], targets: list[dict[str, list[int]]], new: int
+    ) -> list[Answer]:
+        width = max(len(e["input_ids"]) for e in encs)
+        pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else min(self.ends)
+        ids = torch.full((len(encs), width), pad, dtype=torch.long)  # (B, T) left-padded
+        mask = torch.zeros_like(ids)
+        span = torch.zeros_like(ids, dtype=torch.bool)
+        for b, e in enumerate(encs):
+            n = len(e["input_ids"])
+            ids[b, width - n :] = torch.tensor(e["input_ids"])
+            mask[b, width - n :] = 1
+            span[b, width - n :] = torch.tensor(e["system_mask"], dtype=torch.bool)
+        ids, mask, span = ids.to(self.device), mask.to(self.device), span.to(self.device)
+        out = self._forward(ids, mask, span, None)  # the prompt, once
+        cache, last = hf.output_cache(out), out.logits[:, -1].float()  # (B, V)
+        self.stats["prompts"] += len(encs)
+        self.stats["prompt_tokens"] += int(mask.sum())
+        answers = [Answer(None, {}, {}) for _ in encs]
+        for name in sorted({k for t in targets for k in t}):
+            rows = [b for b, t in enumerate(targets) if name in t]
+            scores = self._score(cache, last, mask, rows, [targets[b][name] for b in rows])
+            for b, score in zip(rows, scores, strict=True):
+                answers[b].logprobs[name] = score
+                answers[b].tokens[name] = len(targets[b][name])
+        if new:
+            for b, text in enumerate(self._greedy(cache, last, mask, new)):
+                answers[b].reply = text
+        return answers
+
+    def _forward(
+        self, ids: torch.Tensor, mask: torch.Tensor, span: torch.Tensor, cache: Any
+    ) -> Any:
+        """One call of ``ids`` (B, n) after ``cache``; ``mask`` (B, past + n) covers both."""
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -ids.shape[1] :]  # (B, n)
+        kwargs = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
+        kwargs |= {"system_mask": span, "use_cache": True}
+        if cache is not None:
+            kwargs |= hf.cache_kwargs(self.model, cache)
+        else:
+            kwargs["logits_to_keep"] = 1
+        return self.model(**kwargs)
+
+    def _score(
+        self,
+        cache: Any,
+        last: torch.Tensor,
+        mask: torch.Tensor,
+        rows: list[int],
+        targets: list[list[int]],
+    ) -> list[float]:
+        """Sum of log P over each row's target tokens, teacher-forced on a copy of the cache."""
+        index = torch.tensor(rows, device=self.device)
+        length = max(len(t) for t in targets)
+        forced = torch.zeros((len(rows), length), dtype=torch.long, device=self.device)  # (B, L)
+        real = torch.zeros_like(forced, dtype=torch.bool)
+        for r, t in enumerate(targets):
+            forced[r, : len(t)] = torch.tensor(t)
+            real[r, : len(t)] = True
+        first = torch.log_softmax(last[index], -1).gather(1, forced[:, :1])  # (B, 1)
+        logp = first
+        if length > 1:
+            branch = batch_select_indices(copy.deepcopy(cache), index)
+            full = torch.cat([mask[index], real.long()], 1)  # (B, T + L)
+            span = torch.zeros_like(forced, dtype=torch.bool)
+            out = self._forward(forced[:, :-1], full[:, :-1], span[:, :-1], branch)
+            rest = torch.log_softmax(out.logits.float(), -1)  # (B, L - 1, V)
+            logp = torch.cat([first, rest.gather(2, forced[:, 1:, None])[..., 0]], 1)  # (B, L)
+        self.stats["target_tokens"] += int(real.sum())
+        return (logp * real).sum(1).tolist()
+
+    def _greedy(self, cache: Any, last: torch.Tensor, mask: torch.Tensor, new: int) -> list[str]:
+        """Greedy replies of up to ``new`` tokens from the prompt's cache (which it extends)."""
+        rows, done = [[] for _ in range(mask.shape[0])], [False] * mask.shape[0]
+        logits = last
+        for step in range(new):
+            token = logits.argmax(-1)  # (B,)
+            for b, t in enumerate(token.tolist()):
+                if not done[b]:
+                    done[b] = t in self.ends
+                    if not done[b]:
+                        rows[b].append(t)
+            if all(done) or step == new - 1:
+                break
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+            span = torch.zeros_like(token[:, None], dtype=torch.bool)
+            out = self._forward(token[:, None], mask, span, cache)
+            cache, logits = hf.output_cache(out), out.logits[:, -1].float()
+        self.stats["new_tokens"] += sum(len(r) for r in rows)
+        return [self.tok.decode(r, skip_special_tokens=True) for r in rows]
