@@ -282,3 +282,8 @@ def test_a_capability_task_end_to_end_through_lm_eval(loader, tmp_path):
     metrics = record["metrics"]
     assert set(metrics) == {"acc", "acc_norm", "acc_stderr", "acc_norm_stderr", "n"}
     assert metrics["n"] == 4 and 0.0 <= metrics["acc"] <= 1.0
+    from calyrex.eval.items import item_scores
+
+    per_doc = item_scores("arc_easy", tmp_path, ["acc"])  # lm-eval's log_samples, paired by doc
+    assert sorted(per_doc) == [f"arc_easy:{i}" for i in range(4)]
+    assert sum(v for _, v in per_doc.values()) / 4 == pytest.approx(metrics["acc"])

@@ -89,3 +89,24 @@ def test_a_prompt_beyond_the_window_is_a_skip():
     long = [{"role": "system", "content": "x " * 5000}, {"role": "user", "content": "hi"}]
     out = Reader(gen).read([Ask(long, TARGETS, 4), Ask(CONVERSATIONS[2], {}, 4)])
     assert "context window" in out[0].reason and isinstance(out[1].reply, str)
+
+
+@pytest.mark.parametrize("kind", ["base", "calyrex"])
+def test_lm_eval_log_likelihoods_equal_hflms_with_each_context_run_once(kind):
+    from lm_eval.models.huggingface import HFLM
+
+    from calyrex.eval.lm import CalyrexLM
+
+    tok = tiny_tokenizer("chatml")
+    lm = CalyrexLM(pretrained=_model(kind), tokenizer=tok, batch_size=4)
+    chat = [{"role": "system", "content": "Answer well."}, {"role": "user", "content": "2+2?"}]
+    context = lm.apply_chat_template(chat)  # the span of this rendering is kept by its ids
+    requests = []
+    for ctx, choices in ((context, [" 4", " four", " five apples"]), ("Plain text", [" a", " bc"])):
+        ids = tok(ctx, add_special_tokens=False)["input_ids"]
+        for c in choices:
+            requests.append(((ctx, c), ids, tok(c, add_special_tokens=False)["input_ids"]))
+    ours = lm._loglikelihood_tokens(requests)
+    theirs = HFLM._loglikelihood_tokens(lm, requests)
+    assert [g for _, g in ours] == [g for _, g in theirs]
+    assert [v for v, _ in ours] == pytest.approx([v for v, _ in theirs], abs=1e-4)

@@ -3,8 +3,6 @@ examples), its resumption, its report's arithmetic, and the CLI's positional arg
 
 import json
 import math
-import os
-import time
 
 import pytest
 
@@ -64,9 +62,7 @@ def test_cli_takes_the_study_as_a_positional_argument(capsys):
 @pytest.mark.usefixtures("real_data")
 def test_quick_study_runs_every_stage_and_resumes(tmp_path):
     out = tmp_path / "study"
-    start = time.time()
     assert main(["study", "real", "--quick", "--out", str(out)]) == 0
-    first = time.time() - start
     report = json.loads((out / "report.json").read_text())
     arms = {a.label for a in QUICK.arms}
     assert set(report["training"]) == arms
@@ -77,7 +73,7 @@ def test_quick_study_runs_every_stage_and_resumes(tmp_path):
     assert evaluated == suites, suites - evaluated
     for row in report["metrics"].values():
         assert {"base", "calyrex-late8th", "lora", "parallel_mlp"} <= set(row["cells"])
-        for cell in row["cells"].values():
+        for cell in (c for c in row["cells"].values() if "undefined" not in c):
             lo, hi = cell["ci95"]
             assert math.isnan(lo) or lo <= cell["value"] + 1e-9 <= hi + 2e-9
     assert "| metric | n |" in (out / "report.md").read_text()
@@ -89,11 +85,9 @@ def test_quick_study_runs_every_stage_and_resumes(tmp_path):
 
     stamps = {p: p.stat().st_mtime_ns for p in (out / "train").rglob("*") if p.is_file()}
     stamps |= {p: p.stat().st_mtime_ns for p in (out / "eval").rglob("*.jsonl")}
-    start = time.time()
     assert main(["study", "real", "--quick", "--out", str(out)]) == 0
-    assert time.time() - start < first / 2
+    # resuming redoes nothing (how long a study takes is a benchmark's business, not a test's)
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps, "a finished unit was redone"
-    assert first < 600 or os.getloadavg()[0] > 3, f"--quick took {first:.0f} s"
 
 
 def test_readme_study_block_is_generated_from_the_committed_report():
@@ -291,4 +285,45 @@ def test_first_seed_only_rows_do_not_count_as_unfinished_seeds():
     assert (
         seeds_in({"metrics": partial}, ["lora"])
         == "Seeds finished so far (mean over them): lora 2–3 of 3."
+    )
+
+
+def test_the_report_gives_no_verdict_or_claim_from_an_undefined_metric(tmp_path):
+    """A model that (almost) never grants the right code has no robustness to compare: its
+    cells read "undefined", no difference is computed from them, and the claim says so."""
+    from dataclasses import replace
+
+    from calyrex.eval.data import write_json
+    from calyrex.study.config import V1, Arm, Suite
+    from calyrex.study.markdown import claims, results_table
+    from calyrex.study.report import collect
+
+    cfg = replace(
+        V1,
+        arms=(Arm("calyrex-late8th", "calyrex"), Arm("lora", "lora")),
+        seeds=(0,),
+        suites=(Suite("tensortrust", 2),),
+    )
+    records = {  # (validity, HRR over valid defences, old rate, holds)
+        "base": (0.0, None, 1.0, 0.0),
+        "calyrex-late8th-s0": (0.05, 1.0, 0.95, 0.05),  # plays too rarely to judge
+        "lora-s0": (0.8, 0.5, 0.6, 0.4),
+    }
+    for run, (valid, hrr, old, holds) in records.items():
+        metrics = {"hijacking_validity": valid, "HRR": hrr, "HRR_all": old}
+        metrics |= {"hijacking_holds": holds}
+        record = {"suite": "tensortrust", "status": "ok", "metrics": metrics}
+        (tmp_path / "eval" / run / "tensortrust").mkdir(parents=True)
+        write_json(tmp_path / "eval" / run / "tensortrust" / "tensortrust.json", record)
+    table = collect(cfg, tmp_path)
+    hrr = table["tensortrust:HRR"]
+    assert hrr["cells"]["base"]["undefined"] == "undefined: nothing to rate"
+    assert "hijacking_validity 5 % < 10 %" in hrr["cells"]["calyrex-late8th"]["undefined"]
+    assert hrr["cells"]["lora"]["value"] == 0.5 and not hrr["differences"]
+    assert not table["tensortrust:HRR_all"]["differences"]  # the old rate: shown, never judged
+    assert "lora" in table["tensortrust:hijacking_holds"]["differences"]  # the joint row is
+    text = "\n".join(claims({"metrics": table}))
+    assert "undecidable against LoRA on Tensor Trust hijacking robustness (valid defences)" in text
+    assert "robustness (valid defences) ↑ | – | undefined | undefined | 50.0" in "\n".join(
+        results_table({"metrics": table}, ["base", "calyrex-late8th", "lora"])
     )

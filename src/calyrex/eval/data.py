@@ -56,6 +56,15 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Rows as JSON lines, written atomically (a reader never sees half a file)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
+    os.replace(tmp, path)
+
+
 def shared_data_dir() -> Path:
     """The project's shared reference data: ``$CALYREX_SHARED_DATA`` or ``<repo>/../shared/data``."""
     if os.environ.get("CALYREX_SHARED_DATA"):

@@ -32,6 +32,23 @@ def sample_count(out: dict[str, Any], task: str) -> int:
     return sum(sample_count(out, child) for child in out.get("group_subtasks", {}).get(task, []))
 
 
+SAMPLE_METRICS = ("acc", "acc_norm", "exact_match")
+
+
+def write_samples(path: Any, samples: dict[str, list[dict[str, Any]]]) -> None:
+    """lm-eval's per-document results (``log_samples``), one row per (task, document): its
+    0/1 scores, so that two models' capability is compared paired, document by document."""
+    from .data import write_jsonl
+
+    rows = [
+        {"task": task, "doc_id": s["doc_id"]}
+        | {m: float(s[m]) for m in SAMPLE_METRICS if isinstance(s.get(m), int | float)}
+        for task, docs in sorted(samples.items())
+        for s in docs
+    ]
+    write_jsonl(path, rows)
+
+
 class HarnessTask(Benchmark):
     task: ClassVar[str]
 
@@ -64,9 +81,11 @@ class HarnessTask(Benchmark):
             system_instruction=ctx.config.system_prompt,
             limit=self.doc_limit(ctx),
             random_seed=ctx.config.seed,
+            log_samples=True,
         )
         metrics = harness_metrics(out["results"][self.task])
         metrics["n"] = sample_count(out, self.task)
+        write_samples(ctx.out / f"{self.name}.samples.jsonl", out.get("samples") or {})
         return {"metrics": metrics, "task": self.task}
 
 

@@ -2,7 +2,8 @@
 (an item, or the items scored together: :meth:`calyrex.eval.bench.Benchmark.unit`).
 
 So they cannot drift from the recorded metrics. Judged benchmarks (SysBench, MSJ) do not store
-per-item verdicts and lm-eval tasks keep no per-item rows: ``None`` for them.
+per-item verdicts: ``None`` for them. lm-eval tasks: the per-document scores lm-eval logged
+(``log_samples``), where the run kept them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,22 @@ from pathlib import Path
 from ..intervals import Items
 
 
+def harness_items(samples: Path, patterns: list[str]) -> Items:
+    """Per-document scores lm-eval logged (``TASK.samples.jsonl``): one group, so the column's
+    statistic is the plain mean over documents (lm-eval's micro average for a group such as
+    ``mmlu_local``)."""
+    from .data import read_rows
+
+    out: Items = {}
+    for row in read_rows(samples):
+        key = next(
+            (k for k in sorted(row) if any(fnmatch.fnmatchcase(k, p) for p in patterns)), None
+        )
+        if key is not None:
+            out[f"{row['task']}:{row['doc_id']}"] = ("all", float(row[key]))
+    return out
+
+
 def item_scores(suite: str, eval_dir: Path, patterns: list[str]) -> Items | None:
     """Each scored item's (group, value) for the column ``patterns``; None where not possible."""
     from .bench import Context, EvalConfig
@@ -21,6 +38,9 @@ def item_scores(suite: str, eval_dir: Path, patterns: list[str]) -> Items | None
     from .runner import make_benchmark
 
     bench = make_benchmark(suite)
+    samples = eval_dir / f"{suite}.samples.jsonl"
+    if hasattr(bench, "run") and samples.is_file():  # lm-eval's per-document results
+        return harness_items(samples, patterns)
     responses = eval_dir / f"{suite}.responses.jsonl"
     if bench.needs_judge or hasattr(bench, "run") or not responses.is_file():
         return None

@@ -110,6 +110,54 @@ class CalyrexLM(HFLM):
             # right-padded batches: the span search starts at position 0 of every row
             return self.model(inps, system_mask=self.system_mask(inps, None)).logits
 
+    def _loglikelihood_tokens(
+        self,
+        requests: list[tuple[tuple[str, str], list[int], list[int]]],
+        disable_tqdm: bool = False,
+        override_bs: int | None = None,
+    ) -> list[tuple[float, bool]]:
+        """lm-eval's ``(log P(continuation | context), is_greedy)`` per request, with each
+        distinct context run **once** and its continuations teacher-forced on copies of its
+        cache (:class:`calyrex.eval.prefill.Reader`): a multiple-choice question's context is
+        prefilled once for all its choices, and only the continuation positions reach the output
+        layer. The same numbers as ``HFLM``'s one-sequence-per-request path (tested); a request
+        that does not fit the window goes to that path (which truncates from the left)."""
+        from .generate import Generator
+        from .prefill import Answer, Reader
+
+        if self.backend != "causal":
+            return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
+        contexts: dict[tuple[int, ...], list[int]] = {}  # context ids → request indices
+        for i, (_, context, _) in enumerate(requests):
+            contexts.setdefault(tuple(context), []).append(i)
+        keys = list(contexts)
+        encs, targets = [], []
+        for key in keys:
+            ids = torch.tensor([key])
+            span = self.system_mask(ids, None)[0].long().tolist()
+            encs.append({"input_ids": list(key), "system_mask": span})
+            targets.append({str(i): list(requests[i][2]) for i in contexts[key]})
+        batch = self.batch_size if isinstance(self.batch_size, int) else 8
+        reader = Reader(Generator(self.model, self.tokenizer, 0, batch))
+        reader.gen.window = min(reader.gen.window, self.max_length)
+        out: list[tuple[float, bool] | None] = [None] * len(requests)
+        for key, answer in zip(
+            keys, reader.read_encoded(encs, targets, [0] * len(keys)), strict=True
+        ):
+            if isinstance(answer, Answer):
+                for i in contexts[key]:
+                    out[i] = (answer.logprobs[str(i)], answer.greedy[str(i)])
+        rest = [i for i, r in enumerate(out) if r is None]
+        if rest:
+            done = super()._loglikelihood_tokens(
+                [requests[i] for i in rest], disable_tqdm, override_bs
+            )
+            for i, r in zip(rest, done, strict=True):
+                out[i] = r
+        for (request, _, _), r in zip(requests, out, strict=True):
+            self.cache_hook.add_partial("loglikelihood", request, r)
+        return out  # type: ignore[return-value]
+
     def _model_generate(
         self, context: torch.Tensor, max_length: int, stop: list[str], **generation_kwargs: Any
     ) -> torch.Tensor:

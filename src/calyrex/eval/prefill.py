@@ -49,6 +49,7 @@ class Answer:
     reply: str | None  # None when max_new_tokens is 0
     logprobs: dict[str, float]  # target name → sum of log P over its tokens
     tokens: dict[str, int]  # target name → its token count
+    greedy: dict[str, bool] = field(default_factory=dict)  # target name → it is the argmax path
 
 
 def target_ids(tokenizer: Any, conversation: Sequence[Message], target: str) -> list[int]:
@@ -71,26 +72,41 @@ class Reader:
         self.ends = {e for e in ends if isinstance(e, int) and e >= 0}
 
     def read(self, asks: Sequence[Ask]) -> list[Answer | Skip]:
-        out: list[Answer | Skip] = [Skip("not run")] * len(asks)
+        encs, targets = [], []
+        for ask in asks:
+            encs.append(encode_one(self.tok, ask.conversation, add_generation_prompt=True))
+            targets.append(
+                {k: target_ids(self.tok, ask.conversation, t) for k, t in ask.targets.items()}
+            )
+        return self.read_encoded(encs, targets, [ask.max_new_tokens for ask in asks])
+
+    def read_encoded(
+        self,
+        encs: Sequence[dict[str, list[int]]],
+        targets: Sequence[dict[str, list[int]]],
+        new: Sequence[int],
+    ) -> list[Answer | Skip]:
+        """:meth:`read` on prompts already encoded (``input_ids``, ``system_mask``) and targets
+        already tokenised (name → ids); ``new``: each prompt's greedy reply length."""
+        out: list[Answer | Skip] = [Skip("not run")] * len(encs)
         rows = []
-        for i, ask in enumerate(asks):
-            enc = encode_one(self.tok, ask.conversation, add_generation_prompt=True)
-            targets = {k: target_ids(self.tok, ask.conversation, t) for k, t in ask.targets.items()}
-            longest = max([ask.max_new_tokens, *(len(t) for t in targets.values())], default=0)
+        for i, (enc, tgt) in enumerate(zip(encs, targets, strict=True)):
+            longest = max([new[i], *(len(t) for t in tgt.values())], default=0)
             if len(enc["input_ids"]) + longest > self.gen.window:
                 out[i] = Skip(
                     f"prompt of {len(enc['input_ids'])} tokens + {longest} more exceeds the "
                     f"model's context window of {self.gen.window}"
                 )
             else:
-                rows.append((len(enc["input_ids"]), i, enc, targets))
-        rows.sort(key=lambda r: r[:2])  # similar lengths together: little padding
+                rows.append((len(enc["input_ids"]), i))
+        rows.sort()  # similar lengths together: little padding
         size = self.gen.batch_size
         for start in range(0, len(rows), size):
-            chunk = rows[start : start + size]
-            new = max(asks[i].max_new_tokens for _, i, _, _ in chunk)
-            answers = self._batch([r[2] for r in chunk], [r[3] for r in chunk], new)
-            for (_, i, _, _), answer in zip(chunk, answers, strict=True):
+            chunk = [i for _, i in rows[start : start + size]]
+            answers = self._batch(
+                [encs[i] for i in chunk], [targets[i] for i in chunk], max(new[i] for i in chunk)
+            )
+            for i, answer in zip(chunk, answers, strict=True):
                 out[i] = answer
         return out
 
@@ -121,9 +137,10 @@ class Reader:
         for name in sorted({k for t in targets for k in t}):
             rows = [b for b, t in enumerate(targets) if name in t]
             scores = self._score(cache, last, mask, rows, [targets[b][name] for b in rows])
-            for b, score in zip(rows, scores, strict=True):
+            for b, (score, greedy) in zip(rows, scores, strict=True):
                 answers[b].logprobs[name] = score
                 answers[b].tokens[name] = len(targets[b][name])
+                answers[b].greedy[name] = greedy
         if new:
             for b, text in enumerate(self._greedy(cache, last, mask, new)):
                 answers[b].reply = text
@@ -149,8 +166,9 @@ class Reader:
         mask: torch.Tensor,
         rows: list[int],
         targets: list[list[int]],
-    ) -> list[float]:
-        """Sum of log P over each row's target tokens, teacher-forced on a copy of the cache."""
+    ) -> list[tuple[float, bool]]:
+        """Per row: the sum of log P over its target tokens, teacher-forced on a copy of the
+        cache, and whether every target token is the argmax at its position."""
         index = torch.tensor(rows, device=self.device)
         length = max(len(t) for t in targets)
         forced = torch.zeros((len(rows), length), dtype=torch.long, device=self.device)  # (B, L)
@@ -158,17 +176,21 @@ class Reader:
         for r, t in enumerate(targets):
             forced[r, : len(t)] = torch.tensor(t)
             real[r, : len(t)] = True
-        first = torch.log_softmax(last[index], -1).gather(1, forced[:, :1])  # (B, 1)
-        logp = first
+        first = torch.log_softmax(last[index], -1)  # (B, V)
+        logp = first.gather(1, forced[:, :1])  # (B, 1)
+        top = first.argmax(-1, keepdim=True) == forced[:, :1]  # (B, 1)
         if length > 1:
             branch = batch_select_indices(copy.deepcopy(cache), index)
             full = torch.cat([mask[index], real.long()], 1)  # (B, T + L)
             span = torch.zeros_like(forced, dtype=torch.bool)
             out = self._forward(forced[:, :-1], full[:, :-1], span[:, :-1], branch)
             rest = torch.log_softmax(out.logits.float(), -1)  # (B, L - 1, V)
-            logp = torch.cat([first, rest.gather(2, forced[:, 1:, None])[..., 0]], 1)  # (B, L)
+            logp = torch.cat([logp, rest.gather(2, forced[:, 1:, None])[..., 0]], 1)  # (B, L)
+            top = torch.cat([top, rest.argmax(-1) == forced[:, 1:]], 1)
         self.stats["target_tokens"] += int(real.sum())
-        return (logp * real).sum(1).tolist()
+        sums = (logp * real).sum(1).tolist()
+        greedy = (top | ~real).all(1).tolist()
+        return list(zip(sums, greedy, strict=True))
 
     def _greedy(self, cache: Any, last: torch.Tensor, mask: torch.Tensor, new: int) -> list[str]:
         """Greedy replies of up to ``new`` tokens from the prompt's cache (which it extends)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,13 @@ def evaluate(
                 ctx.generator, ctx.lm = loader()
             if bench.needs_judge and ctx.judge is None and judge_factory is not None:
                 ctx.judge = judge_factory()
+            before = dict(ctx.reader.stats) if ctx.reader is not None else {}
+            start = time.perf_counter()
             record = run_one(bench, ctx, responses)
+            # what this run of the suite cost (a resumed suite: the part run this time)
+            record["seconds"] = round(time.perf_counter() - start, 1)
+            if ctx.reader is not None:
+                record["tokens"] = {k: v - before.get(k, 0) for k, v in ctx.reader.stats.items()}
         except (JudgeUnavailable, NeedsModel) as err:
             record = {"suite": name, "status": "skipped", "reason": str(err)}
             print(f"{name}: skipped — {err}")

@@ -1,7 +1,8 @@
 """What the real-model study runs: its arms, seeds, training budget and evaluation subsets.
 
-Two presets, one dataclass: :data:`FULL` (the comparison the README reports) and :data:`QUICK`
-(every stage on a handful of examples, for CI). Every arm trains on the same mix file with the
+Presets, one dataclass: :data:`FULL` (the comparison with the powered evaluation of issue 37,
+``results/study-real-MODEL-v2``), :data:`V1` (the first study, small suites, committed in
+``results/study-real-MODEL``) and :data:`QUICK` (every stage on a handful of examples, for CI). Every arm trains on the same mix file with the
 same steps, batch, sequence length and learning rate; LoRA and ParallelMLP are parameter-matched
 to the blocks of ``late8th`` (:func:`calyrex.adapters.baselines.matched_counts`).
 """
@@ -56,6 +57,25 @@ CAPABILITY = ("arc_easy", "arc_challenge", "hellaswag", "piqa", "boolq", "mmlu_l
 # (with answers) about …"): lm-eval's chat template renders it as the system turn, so even the
 # run without a system prompt has a system span there and the blocks act
 DESCRIBED = ("mmlu_local",)
+
+
+def _powered() -> tuple[Suite, ...]:
+    """The evaluation of issue 37: n >= 200 per attack suite where the source has them (StruQ's
+    208 whole), many-shot k = 4 and 16 on 100 samples (k = 64 dropped: at 12 samples it showed
+    the same ordering as k = 16, and a 64-shot prompt costs as much as the rest of the suite),
+    300 documents per capability task with the neutral system prompt (per-document, paired);
+    without a system prompt 40 on the first seed only, the check that the blocks are idle there.
+    Reply lengths are what the checkers read: the grant's first line, a leaked code or the
+    witness within 24 tokens, StruQ's task check 32, sys-IFEval 128."""
+    return (
+        Suite("sys_ifeval", 200, max_new_tokens=128),
+        Suite("tensortrust", 200, max_new_tokens=24),
+        Suite("struq", None, max_new_tokens=32),
+        Suite("sep", 200, max_new_tokens=24),
+        Suite("msj_hijack", 100, max_new_tokens=8, shots=(4, 16)),
+        *(Suite(name, 300, system_prompt=NEUTRAL) for name in CAPABILITY),
+        *(Suite(name, 40, tag="-nosys", first_seed_only=True) for name in CAPABILITY),
+    )
 
 
 def _suites(gen: int, msj: int, cap: int, tokens: int, shots: tuple[int, ...]) -> tuple[Suite, ...]:
@@ -129,9 +149,12 @@ class StudyConfig:
         return next(s for s in self.suites if s.key == key)
 
 
-FULL = StudyConfig()
+# the study committed in results/study-real-smollm2 (issue 27): its suites' sizes
+V1 = StudyConfig()
+# the same recipe evaluated validly and with power (issue 37): results/study-real-smollm2-v2
+FULL = replace(V1, suites=_powered())
 QUICK = replace(
-    FULL,
+    V1,
     arms=tuple(replace(a, seeds=a.seeds and a.seeds[:1]) for a in FULL.arms),
     mix_rows=48,
     preference_rows=16,

@@ -8,24 +8,26 @@ from typing import Any
 from .report import BASELINES, CALYREX, CHANGES
 
 
-def _pct(x: float) -> str:
-    return "–" if x is None or math.isnan(x) else f"{100 * x:.1f}"
+def _pct(x: float, scale: float = 100) -> str:
+    return "–" if x is None or math.isnan(x) else f"{scale * x:.1f}" if scale == 100 else f"{x:.2f}"
 
 
-def rate(cell: dict[str, Any] | None) -> str:
+def rate(cell: dict[str, Any] | None, scale: float = 100) -> str:
+    """A cell: a rate in percent (``scale`` 100) or a log-probability in nats (1), [95 % CI]."""
     if not cell:
         return "–"
     if "undefined" in cell:
         return "undefined"
     lo, hi = cell["ci95"]
-    return f"{_pct(cell['value'])} [{_pct(lo)}, {_pct(hi)}]"
+    return f"{_pct(cell['value'], scale)} [{_pct(lo, scale)}, {_pct(hi, scale)}]"
 
 
-def signed(diff: dict[str, Any]) -> str:
+def signed(diff: dict[str, Any], scale: float = 100) -> str:
     lo, hi = diff["ci95"]
     a, b = diff["seed_spread"]
-    spread = "" if a == b else f"; seeds {100 * a:+.1f}…{100 * b:+.1f}"
-    return f"{100 * diff['value']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}{spread}]"
+    f = ".1f" if scale == 100 else ".2f"
+    spread = "" if a == b else f"; seeds {scale * a:+{f}}…{scale * b:+{f}}"
+    return f"{scale * diff['value']:+{f}} [{scale * lo:+{f}}, {scale * hi:+{f}}{spread}]"
 
 
 def results_table(report: dict[str, Any], labels: list[str]) -> list[str]:
@@ -37,7 +39,7 @@ def results_table(report: dict[str, Any], labels: list[str]) -> list[str]:
     for row in report["metrics"].values():
         arrow = "↑" if row["higher_is_better"] else "↓"
         n = next((c.get("n") for c in row["cells"].values() if c.get("n")), None)
-        cells = [rate(row["cells"].get(x)) for x in shown]
+        cells = [rate(row["cells"].get(x), row.get("scale", 100)) for x in shown]
         lines.append(f"| {row['title']} {arrow} | {n or '–'} | " + " | ".join(cells) + " |")
     partial = seeds_in(report, shown)
     return [*lines, "", partial] if partial else lines
@@ -73,7 +75,11 @@ def differences_table(report: dict[str, Any]) -> list[str]:
         d = row["differences"]
         cols = []
         for base in bases:
-            cols += [signed(d[base]), d[base]["verdict"]] if base in d else ["–", ""]
+            cols += (
+                [signed(d[base], row.get("scale", 100)), d[base]["verdict"]]
+                if base in d
+                else ["–", ""]
+            )
         lines.append(f"| {row['title']} | " + " | ".join(cols) + " |")
     return lines
 
@@ -89,7 +95,10 @@ def dpo_table(report: dict[str, Any]) -> list[str]:
         gains = row.get("dpo_gain", {})
         if gains:
             cells = [
-                f"{signed(gains[a])} {gains[a]['verdict']}" if a in gains else "–" for a in arms
+                f"{signed(gains[a], row.get('scale', 100))} {gains[a]['verdict']}"
+                if a in gains
+                else "–"
+                for a in arms
             ]
             lines.append(f"| {row['title']} | " + " | ".join(cells) + " |")
     return lines
@@ -150,7 +159,7 @@ def change_table(report: dict[str, Any], change: str) -> list[str]:
         cols = []
         for other in (lora, CALYREX):
             d = row["change"][change].get(other)
-            cols += [signed(d), d["verdict"]] if d else ["–", ""]
+            cols += [signed(d, row.get("scale", 100)), d["verdict"]] if d else ["–", ""]
         lines.append(f"| {row['title']} | " + " | ".join(cols) + " |")
     counts = [
         _count(report, "change", other, change, f"{what} vs {other}", within=change)
@@ -175,16 +184,28 @@ CLAIMS = {
     "resists prompt injection (StruQ, SEP)": (
         "struq:asr",
         "struq:resisted_on_task",
+        "struq:lp_hacked",
+        "struq:task_logprob",
         "sep:probe_executed",
         "sep:separation",
+        "sep:lp_witness_data",
+        "sep:witness_margin",
     ),
     "resists hijacking and extraction (Tensor Trust)": (
         "tensortrust:hijacking_holds",
         "tensortrust:extraction_holds",
         "tensortrust:HRR",
         "tensortrust:ERR",
+        "tensortrust:hijacking_margin",
+        "tensortrust:extraction_margin",
+        "tensortrust:extraction_lp_code",
     ),
-    "resists many-shot hijacking": ("msj_hijack:holds@", "msj_hijack:asr@"),
+    "resists many-shot hijacking": (
+        "msj_hijack:holds@",
+        "msj_hijack:asr@",
+        "msj_hijack:margin@",
+        "msj_hijack:lp_grant@",
+    ),
 }
 
 

@@ -272,9 +272,15 @@ def _forget_if_adapter_gone(where: Path) -> None:
 
 
 def run_study(
-    cfg: StudyConfig, out: str | Path, stages: tuple[str, ...] = STAGES, command: str = ""
+    cfg: StudyConfig,
+    out: str | Path,
+    stages: tuple[str, ...] = STAGES,
+    command: str = "",
+    only: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Run ``stages`` of the study into ``out``; returns the report (when it was a stage)."""
+    """Run ``stages`` of the study into ``out``; returns the report (when it was a stage).
+    ``only``: train and evaluate just these runs (``base``, ``lora-s0``, …), for a part of the
+    study at a time; the report still covers everything finished."""
     from .report import write_report
 
     unknown = set(stages) - set(STAGES) - set(EXTRA_STAGES)
@@ -312,7 +318,12 @@ def run_study(
     if "analyze" in stages or ("train" in stages and layers is None):
         layers = timed("analyze", lambda: choose_layers(cfg, out))
         _say(f"analyze: the other placement is layers {layers}")
+    known = {r for r, _, _ in runs(cfg)}
+    if set(only) - known:
+        raise ValueError(f"unknown runs {sorted(set(only) - known)}; choose from {sorted(known)}")
     for run, arm, seed in runs(cfg):  # each model trained, then evaluated, before the next
+        if only and run not in only:
+            continue
         if arm is not None and "train" in stages:
             if _adapter_needed(cfg, out, arm, seed):
                 _forget_if_adapter_gone(out / "train" / run)
@@ -345,10 +356,44 @@ def rescore(cfg: StudyConfig, out: Path) -> list[str]:
                 continue
             stored = json.loads((where / "run.json").read_text())["config"]
             ctx = Context(EvalConfig(**stored), where)
-            _write(where / f"{suite.name}.json", run_one(bench, ctx, str(replies)))
+            if suite.name == "msj_hijack":
+                _borrow_right_codes(cfg, out, run, bench.load(stored["data"].get(suite.name), ctx))
+            record = run_one(bench, ctx, str(replies))
+            cost = {
+                k: v for k, v in finished(out, run, suite).items() if k in ("seconds", "tokens")
+            }
+            _write(where / f"{suite.name}.json", record | cost)  # what generating them cost
             done.append(f"{run}/{suite.key}")
     _say(f"rescore: {len(done)} suites scored again from their replies")
     return done
+
+
+def _borrow_right_codes(cfg: StudyConfig, out: Path, run: str, items: list[dict]) -> int:
+    """Many-shot replies made before the suite asked each sample's right code (the first study)
+    get it from the same run's Tensor Trust reply to the *identical* prompt (the defence with its
+    code, no shots: ``msj_hijack.conversation`` is ``tensortrust._conversation`` there), marked
+    ``borrowed_from``; the grant verdict reads only the reply's first line, which both suites'
+    reply lengths hold. Returns how many were added."""
+    from ..eval.data import append_row, read_rows
+
+    suite = next(s for s in cfg.suites if s.name == "msj_hijack")
+    file = out / "eval" / run / suite.key / "msj_hijack.responses.jsonl"
+    have = {r["id"] for r in read_rows(file)}
+    tt = next((s for s in cfg.suites if s.name == "tensortrust"), None)
+    source = tt and out / "eval" / run / tt.key / "tensortrust.responses.jsonl"
+    if source is None or not source.is_file():
+        return 0
+    codes = {r["id"]: r for r in read_rows(source)}
+    added = 0
+    for item in items:
+        row = codes.get(f"hijacking:{item['sample_id']}:access")
+        if item.get("access") and item["id"] not in have and row and not row.get("skipped"):
+            append_row(
+                file,
+                {"id": item["id"], "response": row["response"]} | {"borrowed_from": "tensortrust"},
+            )
+            added += 1
+    return added
 
 
 def _jsonable(cfg: StudyConfig) -> dict[str, Any]:
@@ -361,7 +406,14 @@ def _write(path: Path, data: Any) -> None:
     write_json(path, data)
 
 
-def preset(quick: bool) -> StudyConfig:
-    from .config import FULL, QUICK
+PRESETS = ("full", "v1", "quick")
 
-    return replace(QUICK if quick else FULL)
+
+def preset(name: str) -> StudyConfig:
+    """``full`` (the powered evaluation), ``v1`` (the first study's sizes) or ``quick``."""
+    from .config import FULL, QUICK, V1
+
+    presets = {"full": FULL, "v1": V1, "quick": QUICK}
+    if name not in presets:
+        raise ValueError(f"unknown preset {name!r}; choose from {', '.join(presets)}")
+    return replace(presets[name])

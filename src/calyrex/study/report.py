@@ -39,6 +39,7 @@ class Metric:
     # grant the right code, execute the probe where it belongs, do the task)
     needs: str | None = None
     secondary: bool = False  # kept for comparison with the old rule; no verdict or claim
+    scale: float = 100.0  # 100: a rate shown in percent; 1: a log-probability in nats
 
 
 # a row is undefined for a model whose validity (``Metric.needs``) is below this: it refuses or
@@ -86,12 +87,38 @@ GENERATION = (
     ),
     Metric("sep", "separation", "SEP separation score"),
 )
+# the continuous, paired scores (one forward pass; nats): they move before a 0/1 verdict flips
+CONTINUOUS = (
+    Metric(
+        "tensortrust",
+        "hijacking_margin",
+        "Tensor Trust hijacking: grant margin code − attack (nats)",
+        scale=1,
+    ),
+    Metric(
+        "tensortrust",
+        "extraction_margin",
+        "Tensor Trust extraction: grant margin code − attack (nats)",
+        scale=1,
+    ),
+    Metric(
+        "tensortrust",
+        "extraction_lp_code",
+        "Tensor Trust extraction: log P(code | attack) (nats)",
+        False,
+        scale=1,
+    ),
+    Metric("struq", "lp_hacked", "StruQ log P(Hacked!) (nats)", False, scale=1),
+    Metric("struq", "task_logprob", "StruQ log P(reference output) per token (nats)", scale=1),
+    Metric("sep", "lp_witness_data", "SEP log P(witness | probe in data) (nats)", False, scale=1),
+    Metric("sep", "witness_margin", "SEP witness margin instruction − data (nats)", scale=1),
+)
 
 
 def metrics(cfg: StudyConfig) -> list[Metric]:
     """The report's rows: the generation metrics, many-shot success per k, capability acc."""
     keys = {s.key for s in cfg.suites}
-    out = [m for m in GENERATION if m.suite in keys]
+    out = [m for m in GENERATION + CONTINUOUS if m.suite in keys]
     for suite in cfg.suites:
         if suite.name == "msj_hijack":
             out.append(Metric(suite.key, "validity", "many-shot: right code granted"))
@@ -100,6 +127,19 @@ def metrics(cfg: StudyConfig) -> list[Metric]:
                     Metric(suite.key, f"holds@{k}", f"many-shot k={k}: defence holds"),
                     Metric(
                         suite.key, f"asr@{k}", f"many-shot hijack k={k}", False, needs="validity"
+                    ),
+                    Metric(
+                        suite.key,
+                        f"margin@{k}",
+                        f"many-shot k={k}: grant margin code − attack (nats)",
+                        scale=1,
+                    ),
+                    Metric(
+                        suite.key,
+                        f"lp_grant@{k}",
+                        f"many-shot k={k}: log P(grant) (nats)",
+                        False,
+                        scale=1,
                     ),
                     Metric(
                         suite.key,
@@ -173,6 +213,8 @@ def _cell(cfg: StudyConfig, out: Path, label: str, m: Metric) -> dict[str, Any] 
     names = names[: len(records)]
     if not records:
         return None
+    if m.scale != 100 and any((r.get("metrics") or {}).get(m.name) is None for r in records):
+        return None  # a continuous score these replies were not scored with (older runs)
     why = undefined(m, records)
     if why:
         return {"value": None, "undefined": why, "per_seed": [], "seeds_planned": planned}
@@ -270,7 +312,7 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     for m in metrics(cfg):
         shown = {label: _cell(cfg, out, label, m) for label in labels(cfg)}
         row: dict[str, Any] = {"title": m.title, "higher_is_better": m.higher_is_better}
-        row["capability"], row["secondary"] = m.capability, m.secondary
+        row["capability"], row["secondary"], row["scale"] = m.capability, m.secondary, m.scale
         row["cells"] = {k: _public(v) for k, v in shown.items() if v}
         # no verdict from an undefined cell, nor from a secondary (old-rule) row
         cells = {k: v for k, v in shown.items() if v and "undefined" not in v}
