@@ -67,6 +67,11 @@ def statistic(groups: dict[str, np.ndarray]) -> float:
     return float(np.mean([v.mean() for v in groups.values()]))
 
 
+def column(items: Items) -> float:
+    """The column statistic of per-item scores (the mean of its group means)."""
+    return statistic(_grouped(items))
+
+
 def _grouped(items: Items) -> dict[str, np.ndarray]:
     groups: dict[str, list[float]] = {}
     for _, (group, value) in sorted(items.items()):  # sorted: the same resamples in every process

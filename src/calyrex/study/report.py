@@ -190,8 +190,16 @@ def _stderr(record: dict[str, Any], name: str) -> float | None:
 
 
 def _mean_items(per_seed: list[dict[str, tuple[str, float]]]) -> dict[str, tuple[str, float]]:
-    common = set.intersection(*(set(s) for s in per_seed))
-    return {k: (per_seed[0][k][0], float(np.mean([s[k][1] for s in per_seed]))) for k in common}
+    """Each item's score averaged over the seeds that scored it (a rate over valid defences has
+    a different set of items per seed; every other rate scores the same items in each)."""
+    keys = sorted(set().union(*per_seed))
+    return {
+        k: (
+            next(s[k][0] for s in per_seed if k in s),
+            float(np.mean([s[k][1] for s in per_seed if k in s])),
+        )
+        for k in keys
+    }
 
 
 def _cell(cfg: StudyConfig, out: Path, label: str, m: Metric) -> dict[str, Any] | None:
@@ -224,6 +232,10 @@ def _cell(cfg: StudyConfig, out: Path, label: str, m: Metric) -> dict[str, Any] 
     items = [_items(cfg, out, r, m) for r in names]
     if all(items):
         avg = _mean_items(items)  # type: ignore[arg-type]
+        if m.needs:  # a rate over the valid items: its value is the pooled one its interval has
+            from ..intervals import column
+
+            cell["value"] = column(avg)
         cell["n"] = len(avg)
         cell["ci95"] = list(interval(avg, resamples=cfg.resamples) or (math.nan, math.nan))
         cell["items"] = avg
