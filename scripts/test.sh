@@ -16,5 +16,5 @@ bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 bash scripts/docs.sh
-if [ "${1:-}" = "--slow" ]; then shift; exec .venv/bin/pytest -q -m "" "$@"; fi
+if [ "${1:-}" = "--slow" ]; then shift; exec .venv/bin/pytest -q -m "not timing" "$@"; fi
 exec .venv/bin/pytest -q "$@"

