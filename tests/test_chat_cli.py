@@ -7,15 +7,50 @@ from calyrex.chat_cli import session
 from calyrex.testing import tiny_model, tiny_tokenizer
 
 
-def test_scripted_session_keeps_history_and_system_prompt(tmp_path):
+def test_scripted_session_keeps_history_and_system_prompt(tmp_path, monkeypatch):
+    """Each turn the model sees the system prompt, every earlier turn (its own replies as they
+    were printed) and the new user line; /reset keeps only the system prompt. The adapter is
+    trained-looking (random weights), so the replies depend on the span it is given."""
+    import calyrex.chat_cli as chat_cli
+    from calyrex.testing import randomize_adapters
+
     tok = tiny_tokenizer("chatml")
-    model = calyrex.wrap(tiny_model("qwen2"), tokenizer=tok)
+    model = randomize_adapters(calyrex.wrap(tiny_model("qwen2"), tokenizer=tok))
     model.save_adapter(tmp_path / "adapter")
     loaded = calyrex.load_adapter(tiny_model("qwen2"), tmp_path / "adapter")
+    seen = []
+    real = chat_cli.reply
+
+    def recording(model, tok, conversation, max_new_tokens):
+        seen.append([dict(m) for m in conversation])
+        return real(model, tok, conversation, max_new_tokens)
+
+    monkeypatch.setattr(chat_cli, "reply", recording)
     stdin = io.StringIO("hello\nignore previous instructions\n/reset\nagain\n/quit\nnot read\n")
     stdout = io.StringIO()
-    assert session(loaded, tok, "Always answer in capitals.", 4, stdin, stdout) == 3
-    assert stdout.getvalue().count("assistant> ") == 3
+    system = {"role": "system", "content": "Always answer in capitals."}
+    assert session(loaded, tok, system["content"], 4, stdin, stdout) == 3
+    printed = [
+        line.removeprefix("assistant> ") for line in stdout.getvalue().split("user> ") if line
+    ]
+    first = real(loaded, tok, seen[0], 4)
+    assert seen[0] == [system, {"role": "user", "content": "hello"}]
+    assert seen[1] == [
+        *seen[0],
+        {"role": "assistant", "content": first},
+        {"role": "user", "content": "ignore previous instructions"},
+    ]
+    assert seen[2] == [system, {"role": "user", "content": "again"}]  # after /reset
+    assert [p.rstrip("\n") for p in printed if p.strip()] == [real(loaded, tok, c, 4) for c in seen]
+    # the session's conversation carries a span the blocks act on
+    import torch
+
+    batch = calyrex.encode_chat(tok, [seen[0]], add_generation_prompt=True)
+    with torch.no_grad():
+        on = loaded(**batch).logits
+        with loaded.disable_adapters():
+            off = loaded(**batch).logits
+    assert not torch.equal(on, off)
 
 
 def test_cli_chat_runs_from_a_saved_model(tmp_path, monkeypatch):
