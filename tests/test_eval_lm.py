@@ -97,9 +97,15 @@ def test_local_tasks_offline_receive_the_encode_chat_span(saved, monkeypatch):
     assert isinstance(model, calyrex.CalyrexModel)
     seen = {"call": [], "generate": []}
 
-    def on_call(m, args, kwargs):  # the log-likelihood path (generate's steps pass kwargs)
-        if args:
-            seen["call"].append((args[0], kwargs["system_mask"]))
+    def on_call(m, args, kwargs):
+        """The log-likelihood path's prompt calls (each context once, left-padded; its calls
+        with a cache teacher-force continuations, and so do generate's steps)."""
+        if args or "cache" in kwargs or "past_key_values" in kwargs:
+            return
+        ids, mask = kwargs["input_ids"], kwargs["system_mask"]
+        first = kwargs["attention_mask"].long().argmax(1)  # left padding: where each row starts
+        for b in range(ids.shape[0]):  # unpadded, so positions compare with encode_chat's
+            seen["call"].append((ids[b : b + 1, first[b] :], mask[b : b + 1, first[b] :]))
 
     model.register_forward_pre_hook(on_call, with_kwargs=True)
     original = model.generate
@@ -134,7 +140,7 @@ def test_local_tasks_offline_receive_the_encode_chat_span(saved, monkeypatch):
             assert mask.any(dim=1).all(), f"{path}: a row without system span"
             got |= {(tuple(p), tuple(i)) for p, i in _spans(mask, ids)}
         # left padding (generation) shifts positions; compare token ids, and positions on the
-        # right-padded log-likelihood path
+        # log-likelihood path (its rows recorded without their padding)
         assert {i for _, i in got} == {i for _, i in expected}, path
         if path == "call":
             assert got == expected

@@ -107,8 +107,11 @@ def evaluate(
             record = run_one(bench, ctx, responses)
             # what this run of the suite cost (a resumed suite: the part run this time)
             record["seconds"] = round(time.perf_counter() - start, 1)
-            if ctx.reader is not None:
-                record["tokens"] = {k: v - before.get(k, 0) for k, v in ctx.reader.stats.items()}
+            used = {
+                k: v - before.get(k, 0) for k, v in (ctx.reader.stats if ctx.reader else {}).items()
+            }
+            if any(used.values()):  # a suite read with one prefill per prompt: its token counts
+                record["tokens"] = used
         except (JudgeUnavailable, NeedsModel) as err:
             record = {"suite": name, "status": "skipped", "reason": str(err)}
             print(f"{name}: skipped — {err}")
