@@ -212,3 +212,27 @@ def test_sep_separation_is_defined_once_enough_probes_are_executed_where_they_be
 def test_sep_never_executing_the_probe_leaves_separation_undefined():
     m = _sep([("w", "text", "no", "no") for _ in range(12)])["metrics"]
     assert m["probe_executed"] == 0 and m["separation"] is None
+
+
+def test_sys_ifeval_scores_the_system_turns_constraint_per_prompt():
+    from calyrex.eval.sys_ifeval import SysIFEval
+
+    def item(key, instruction, kwargs, constraint):
+        messages = [
+            {"role": "system", "content": constraint},
+            {"role": "user", "content": "Write about Kyoto."},
+        ]
+        prompt = f"Write about Kyoto. {constraint}"
+        fields = {"instruction_id_list": [instruction], "kwargs": [kwargs], "prompt": prompt}
+        return {"key": key, "id": str(key), "messages": messages, **fields}
+
+    items = [
+        item(1, "punctuation:no_comma", {}, "Do not use any commas."),
+        item(2, "change_case:english_lowercase", {}, "Answer in lowercase only."),
+    ]
+    replies = {"1": "Kyoto is old and calm", "2": "Kyoto, Japan, IS OLD"}  # 1 follows, 2 breaks it
+    result = SysIFEval().score(items, _rows(replies), CTX)
+    assert result["metrics"]["prompt_level_strict_acc"] == 0.5
+    assert [d["follow_all_instructions_strict"] for d in result["details"]] == [True, False]
+    swapped = {"1": replies["2"], "2": replies["1"]}  # reversed: each reply breaks the other's rule
+    assert SysIFEval().score(items, _rows(swapped), CTX)["metrics"]["prompt_level_strict_acc"] == 0
