@@ -62,7 +62,7 @@ class Benchmark:
         """The scoring unit an item belongs to: the items one per-item score is computed from
         together (a Tensor Trust defence's attack and right-code items; SEP's two conditions of
         one row). Paired comparisons resample units."""
-        return str(item["id"] if "id" in item else item["key"])
+        return item_id(item)
 
     def conversation(self, item: Item, ctx: Context) -> list[dict[str, str]]:
         """The chat prompt of a single-turn item (role mapping documented per runner)."""
@@ -107,6 +107,11 @@ class Benchmark:
         raise NotImplementedError
 
 
+def item_id(item: Item) -> str:
+    """An item's id: its ``id``, or IFEval's ``key``."""
+    return str(item["id"] if "id" in item else item["key"])
+
+
 def response_or_skip(row: Row, value: str | Skip) -> Row:
     """``row`` with ``response`` set, or with ``skipped`` (the reason) for a prompt not run."""
     if isinstance(value, Skip):
@@ -137,6 +142,7 @@ def logprobs(bench: Benchmark, rows: list[Row]) -> dict[str, dict[str, float]]:
 
 
 def mean(values: list[float]) -> float | None:
+    """The mean (of scores, or of flags: a rate), ``None`` for no values."""
     return sum(values) / len(values) if values else None
 
 

@@ -33,7 +33,7 @@ def harness_items(samples: Path, patterns: list[str]) -> Items:
 
 def item_scores(suite: str, eval_dir: Path, patterns: list[str]) -> Items | None:
     """Each scored item's (group, value) for the column ``patterns``; None where not possible."""
-    from .bench import Context, EvalConfig
+    from .bench import Context, EvalConfig, item_id
     from .data import read_rows
     from .runner import make_benchmark
 
@@ -53,11 +53,7 @@ def item_scores(suite: str, eval_dir: Path, patterns: list[str]) -> Items | None
         units.setdefault(bench.unit(item), []).append(item)
     out: Items = {}
     for unit, members in units.items():
-        got = [
-            rows[i]
-            for i in (str(it["id"] if "id" in it else it["key"]) for it in members)
-            if i in rows and not rows[i].get("skipped")
-        ]
+        got = [rows[i] for i in map(item_id, members) if i in rows and not rows[i].get("skipped")]
         if not got:
             continue
         metrics = bench.score(members, got, ctx)["metrics"]

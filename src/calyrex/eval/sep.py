@@ -38,7 +38,6 @@ defined even for a model that never says the witness), in nats.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -128,9 +127,9 @@ class SEP(Benchmark):
             if kind == "system" and done and (row, "data") in hit
         ]
         metrics = {
-            "probe_executed": _rate(by_kind["data"]),
-            "probe_executed_system": _rate(by_kind["system"]),
-            "separation": _rate(separated) if len(separated) >= MIN_EXECUTED else None,
+            "probe_executed": mean(by_kind["data"]),
+            "probe_executed_system": mean(by_kind["system"]),
+            "separation": mean(separated) if len(separated) >= MIN_EXECUTED else None,
             "n_data": len(by_kind["data"]),
             "n_system": len(by_kind["system"]),
             "n_separation": len(separated),
@@ -155,8 +154,3 @@ class SEP(Benchmark):
             for item, _ in pairs
         ]
         return {"metrics": metrics, "skipped": skipped, "missing": missing, "details": details}
-
-
-def _rate(values: Iterable[bool]) -> float | None:
-    values = list(values)
-    return sum(values) / len(values) if values else None
