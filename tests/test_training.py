@@ -338,6 +338,8 @@ def _train_cmd(base_dir, data, out, *extra):
         "1",
         "--seed",
         "3",
+        "--precision",  # auto is measured per process: under load the two runs could differ
+        "fp32",
         "--no-progress",
         *extra,
     ]
@@ -550,3 +552,26 @@ def test_a_resumed_run_keeps_the_precision_it_started_with(tmp_path, monkeypatch
     assert run_precision(same, out, ckpt).precision == "bf16"
     with pytest.raises(ValueError, match="trained in bf16 until checkpoint-8.*--precision bf16"):
         run_precision(dataclasses.replace(auto, precision="fp32"), out, ckpt)
+
+
+def _agree_on_rank(rank: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+
+    from calyrex.backbones.precision import Choice, agreed
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    measured = Choice("bf16" if rank == 0 else "fp32", f"measured on rank {rank}")
+    Path(out, f"rank{rank}.txt").write_text(agreed(measured).precision)
+    dist.destroy_process_group()
+
+
+def test_every_rank_trains_in_rank_zeros_precision(tmp_path):
+    """auto is measured per process: two ranks that measure differently still agree (rank 0's)."""
+    import torch.multiprocessing as mp
+
+    from calyrex.backbones.precision import Choice, agreed
+
+    mp.spawn(_agree_on_rank, args=(29561, str(tmp_path)), nprocs=2)
+    assert [(tmp_path / f"rank{r}.txt").read_text() for r in range(2)] == ["bf16", "bf16"]
+    alone = Choice("fp32", "x")
+    assert agreed(alone) is alone  # no process group: unchanged

@@ -80,6 +80,22 @@ def choose(device: str = "cpu") -> Choice:
     return Choice("fp32", f"CPU has {', '.join(sorted(flags))} but {measured}")
 
 
+def agreed(choice: Choice) -> Choice:
+    """Rank 0's ``choice`` on every rank of the process group (identity outside one): ``auto`` is
+    measured per process, and two ranks of one run must not train in two precisions."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return choice
+    names = list(DTYPES)
+    device = f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
+    code = torch.tensor([names.index(choice.precision)], device=device)
+    dist.broadcast(code, src=0)
+    chosen = names[int(code.item())]
+    if chosen == choice.precision:
+        return choice
+    return Choice(chosen, f"rank 0's choice ({choice.precision} was measured on this rank)")
+
+
 def resolve(precision: str, device: str = "cpu") -> Choice:
     """``precision`` as given (``fp32`` or ``float32`` …), or what ``auto`` picks on ``device``."""
     precision = ALIASES.get(precision, precision)

@@ -20,7 +20,7 @@ import torch
 from ..adapters.baselines import matched_counts
 from ..adapters.loading import load_model
 from ..adapters.methods import adapt
-from ..backbones.precision import Choice
+from ..backbones.precision import Choice, agreed
 from ..backbones.precision import resolve as resolve_precision
 from ..core.config import CalyrexConfig
 from ..core.model import CalyrexModel, count_trainable, whole
@@ -192,6 +192,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     resume_from = get_last_checkpoint(str(out)) if cfg.resume and out.is_dir() else None
     choice = run_precision(cfg, out, resume_from)
     args = _training_args(cfg, choice.precision)  # first: sets up the process group (torchrun)
+    if (shared := agreed(choice)) != choice:  # every rank trains in rank 0's precision
+        choice, args = shared, _training_args(cfg, shared.precision)
     dtype = "bfloat16" if choice.precision == "bf16" and torch.cuda.is_available() else "float32"
     # on the CPU: the Trainer places it (one device per rank under torchrun)
     base, tok = load_model(
