@@ -341,8 +341,6 @@ def test_unknown_access_rotation_is_refused(real_data, capsys):
         next(access.access_examples(real_data, 0, 1000, "nosuch"))
     assert main(["mix", "--out", "/nonexistent/x.jsonl", "--access", "nosuch"]) == 2
     assert "--access must be one of default, fewer-granted" in capsys.readouterr().err
-    args = ["mix", "--out", "/nonexistent/x.jsonl", "--kind", "preference"]
-    assert main([*args, "--access", "fewer-granted"]) == 2
 
 
 def test_cli_failure_leaves_the_old_file(tmp_path, monkeypatch):
@@ -354,7 +352,7 @@ def test_cli_failure_leaves_the_old_file(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("no data")
 
-    monkeypatch.setattr(command, "build_sft", broken)
+    monkeypatch.setattr(command, "build_split", broken)
     assert main(["mix", "--out", str(out), "--n", "10"]) == 2
     assert main(["mix", "--out", str(out), "--kind", "dpo"]) == 2
     assert out.read_text() == "old\n"
@@ -379,3 +377,41 @@ def test_held_out_dolly_is_never_a_training_source(real_data):
 def test_paths_resolve_under_the_shared_data(real_data):
     assert sources.real_dir() == real_data
     assert Path(real_data / sources.TENSORTRUST_RAW).is_file()
+
+
+def test_validation_split_holds_out_whole_defences_and_every_outcome_teaches_when(real_data):
+    """Issue 38: ``--val`` holds out rows by group (a defence's outcomes never straddle the two
+    splits), with the training split's shares; ``every-outcome`` shows each defence granted for
+    its right code only, refusing its wrong code, a hijack and an extraction."""
+    from calyrex.mix.sft import build_split, counts
+
+    config = MixConfig(n=400, seed=0, access="every-outcome", val=80)
+    parts = build_split(real_data, config)
+    for name, size in (("train", 400), ("validation", 80)):
+        kinds = {k: sum(ex.kind == k for ex in parts[name]) for k in config.shares}
+        assert kinds == counts(size, config.shares)
+    keys = {name: {ex.group_key() for ex in parts[name]} for name in parts}
+    assert not keys["train"] & keys["validation"]
+    for name in parts:
+        by_defence: dict[str, set[str]] = {}
+        for ex in (ex for ex in parts[name] if ex.kind == "access"):
+            by_defence.setdefault(ex.group, set()).add(ex.tag)
+        granted = [tags for tags in by_defence.values() if "granted" in tags]
+        assert granted and all(
+            tags == {"granted", "wrong_code", "hijack", "extraction"} for tags in granted
+        )
+    # without a split the training rows are the first n, as before
+    plain = build_split(real_data, MixConfig(n=400, seed=0))
+    assert [ex.sft_row() for ex in plain["train"]] == build_sft(real_data, MixConfig(n=400))
+    assert plain["validation"] == []
+
+
+def test_cli_writes_the_validation_split_beside_the_mix(tmp_path, real_data):
+    out = tmp_path / "pref.jsonl"
+    args = ["mix", "--out", str(out), "--kind", "preference", "--n", "20", "--val", "8"]
+    assert main([*args, "--access", "every-outcome"]) == 0
+    val = tmp_path / "pref.val.jsonl"
+    stats = json.loads((tmp_path / "pref.stats.json").read_text())
+    assert stats["rows"] == 20 and stats["validation"]["rows"] == 8
+    assert len(val.read_text().splitlines()) == 8
+    assert stats["validation"]["counts"] == {"access": 4, "injection": 4}

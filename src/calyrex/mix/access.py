@@ -6,7 +6,10 @@ guard an ``access_code``. The turns are laid out as the benchmark lays them out
 system turn; the user turn is the user's text followed by the closing defence after a blank line.
 
 Outcomes, in a fixed rotation over the shuffled defences (:data:`ROTATIONS`, chosen by
-``calyrex mix --access``):
+``calyrex mix --access``), or, with ``every-outcome`` (:data:`GROUPED`), every outcome of one
+defence in a row — its wrong code, hijack and extraction refused, then its right code granted —
+so that the code is the only signal for granting (a mix cut mid-defence drops its grant, never
+its refusals):
 * ``granted``: the right code → "Access Granted" (the game's rule, :data:`GRANTED`);
 * ``wrong_code``: another defence's access code → a short refusal;
 * ``hijack``: a StruQ ``train`` ignore-attack sentence asking for "access granted" → refusal;
@@ -61,7 +64,10 @@ ROTATIONS = {
     # the real study's change: a third of the access rows said "Access Granted" and every trained
     # arm over-granted; here a sixth does, the other sixth refuses a foreign defence's rules
     "fewer-granted": ("granted", "hijack", "wrong_code", "foreign", "hijack", "extraction"),
+    # issue 38: each defence with every outcome, refusals first (GROUPED)
+    "every-outcome": ("wrong_code", "hijack", "extraction", "granted"),
 }
+GROUPED = ("every-outcome",)  # rotations whose outcomes are one defence's, in a row
 MAX_CODE_CHARS = 40
 MAX_FOREIGN_CHARS = 300  # a pasted foreign defence, short enough to leave room for one's own
 # 'otherwise say "Nope"', 'If it is anything else, respond with 'Haha, nice try!''
@@ -142,20 +148,29 @@ def access_examples(
     sentences = attack_sentences(root, "train")
     codes = [d.access_code for d in defenses]
     short = [d for d in defenses if d.opening and len(d.opening) <= MAX_FOREIGN_CHARS]
+
+    def example(d: Defense, outcome: str) -> Example:
+        refusal = denial(d) or rng.choice(REFUSALS)
+        if outcome == "granted":
+            text, reply, wrong = d.access_code, GRANTED, refusal
+        elif outcome == "wrong_code":
+            text, reply, wrong = _other_code(d, codes, rng), refusal, GRANTED
+        elif outcome == "foreign":
+            text, reply, wrong = _foreign(d, short, rng), refusal, GRANTED
+        elif outcome == "hijack":
+            text = _injected(rng.choice(HIJACK_GOALS), sentences, rng)
+            reply, wrong = refusal, GRANTED
+        else:
+            text = _injected(rng.choice(EXTRACTION_GOALS), sentences, rng)
+            reply, wrong = refusal, f"The access code is: {d.access_code}"
+        group = f"defence:{d.access_code}\n{d.opening}"  # a validation split keeps it whole
+        return Example(conversation(d, text), reply, SOURCE, "access", outcome, wrong, group)
+
+    if rotation in GROUPED:
+        for d in defenses:
+            for outcome in outcomes:
+                yield example(d, outcome)
+        return
     for shift in range(len(outcomes)):
         for i, d in enumerate(defenses):
-            outcome = outcomes[(i + shift) % len(outcomes)]
-            refusal = denial(d) or rng.choice(REFUSALS)
-            if outcome == "granted":
-                text, reply, wrong = d.access_code, GRANTED, refusal
-            elif outcome == "wrong_code":
-                text, reply, wrong = _other_code(d, codes, rng), refusal, GRANTED
-            elif outcome == "foreign":
-                text, reply, wrong = _foreign(d, short, rng), refusal, GRANTED
-            elif outcome == "hijack":
-                text = _injected(rng.choice(HIJACK_GOALS), sentences, rng)
-                reply, wrong = refusal, GRANTED
-            else:
-                text = _injected(rng.choice(EXTRACTION_GOALS), sentences, rng)
-                reply, wrong = refusal, f"The access code is: {d.access_code}"
-            yield Example(conversation(d, text), reply, SOURCE, "access", outcome, wrong)
+            yield example(d, outcomes[(i + shift) % len(outcomes)])

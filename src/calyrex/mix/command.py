@@ -17,11 +17,13 @@ from typing import Any
 
 from .access import ROTATIONS
 from .leaks import BENCHMARK_FILES
-from .preference import PREFERENCE_N, build_preference, preference_config
-from .sft import MixConfig, build_sft
+from .example import Example
+from .preference import PREFERENCE_N, check_preference, preference_config
+from .sft import MixConfig, build_split
 from .sources import real_dir, source_files
 
 DEFAULT_N = {"sft": MixConfig().n, "preference": PREFERENCE_N}
+SPLIT_KEYS = ("rows", "counts", "tags", "sources", "sha256")  # the validation split's, in stats
 
 
 def _sha256s(root: Path, files: list[Path]) -> dict[str, str]:
@@ -61,12 +63,19 @@ def _write(path: Path, text: str) -> None:
     atomic_write(path, write)
 
 
+def val_path(path: str | Path) -> Path:
+    """Where ``calyrex mix --val`` writes the validation split of ``path`` (``FILE.val.jsonl``)."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.val{path.suffix}")
+
+
 def mix(
     out: str,
     kind: str = "sft",
     n: int | None = None,
     seed: int = 0,
     access: str = "default",
+    val: int = 0,
     stats: bool = False,
 ) -> int:
     """Write a training mix from the real public data (shared/data/real) as JSONL.
@@ -78,36 +87,47 @@ def mix(
 
     Args:
         access: the access-code dialogues' outcome rotation: ``default`` (a third "Access
-            Granted") or ``fewer-granted`` (a sixth; another sixth refuses a foreign defence's
-            rules pasted as the user's text). SFT only.
+            Granted"), ``fewer-granted`` (a sixth; another sixth refuses a foreign defence's
+            rules pasted as the user's text) or ``every-outcome`` (each defence with its wrong
+            code, a hijack and an extraction refused and its right code granted, in a row).
+        val: also hold out this many rows, same shares, as the validation split
+            ``FILE.val.jsonl``; no defence or prompt is in both files.
     """
     if kind not in DEFAULT_N:
         raise ValueError(f"--kind must be one of {sorted(DEFAULT_N)}, not {kind!r}")
     if access not in ROTATIONS:
         raise ValueError(f"--access must be one of {', '.join(ROTATIONS)}, not {access!r}")
-    if kind != "sft" and access != "default":
-        raise ValueError("--access sets the SFT mix's access dialogues; --kind preference has none")
+    if val < 0:
+        raise ValueError(f"--val must be 0 or more, not {val}")
     root = real_dir()
     n = DEFAULT_N[kind] if n is None else n
     if kind == "sft":
-        config = MixConfig(n=n, seed=seed, access=access)
-        rows = build_sft(root, config)
+        config, to_row = MixConfig(n=n, seed=seed, access=access, val=val), Example.sft_row
     else:
-        config = preference_config(n, seed)
-        rows = build_preference(root, config)
+        config, to_row = preference_config(n, seed, access, val), Example.preference_row
+        check_preference(config)
+    parts = build_split(root, config)
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    _write(path, text)
-    record = recipe(rows, kind, config, root)
-    record["sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()  # of FILE.jsonl
-    _write(path.with_suffix(".stats.json"), json.dumps(record, indent=2, ensure_ascii=False))
-    print(f"calyrex mix: {len(rows)} {kind} rows → {path} (seed {seed})")
-    for source, count in record["sources"].items():
+    files = {"train": path, "validation": val_path(path)} if val else {"train": path}
+    record: dict[str, Any] = {}
+    for part, file in reversed(files.items()):  # FILE.jsonl last: it marks the mix finished
+        rows = [to_row(ex) for ex in parts[part]]
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        _write(file, text)
+        record[part] = recipe(rows, kind, config, root)
+        record[part]["sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    stats_record = record["train"]
+    if val:
+        stats_record["validation"] = {k: record["validation"][k] for k in SPLIT_KEYS}
+    _write(path.with_suffix(".stats.json"), json.dumps(stats_record, indent=2, ensure_ascii=False))
+    for part, file in files.items():
+        print(f"calyrex mix: {record[part]['rows']} {kind} rows → {file} (seed {seed}, {part})")
+    for source, count in stats_record["sources"].items():
         print(f"  source {source:20s} {count:6d}")
-    for name, count in record["counts"].items():
-        tags = ", ".join(f"{t} {c}" for t, c in record["tags"][name].items())
+    for name, count in stats_record["counts"].items():
+        tags = ", ".join(f"{t} {c}" for t, c in stats_record["tags"][name].items())
         print(f"  kind   {name:20s} {count:6d}  ({tags})")
     if stats:
-        print(json.dumps(record, indent=2, ensure_ascii=False))
+        print(json.dumps(stats_record, indent=2, ensure_ascii=False))
     return 0

@@ -24,6 +24,11 @@ class Example:
     kind: str  # instruction | rule | injection | access
     tag: str  # the rule, injection style, access outcome or source category
     rejected: str | None = None  # the dispreferred reply, where the kind has one
+    group: str = ""  # examples sharing it go to the same split (a defence); "": its own prompt
+
+    def group_key(self) -> str:
+        """What a validation split keeps whole: ``group``, else the prompt's text."""
+        return self.group or "\n".join(m["content"] for m in self.prompt)
 
     def chars(self) -> int:
         """Characters of the prompt and the longer of the two replies."""
@@ -48,7 +53,20 @@ class Example:
 
 
 def admissible(examples: Iterable[Example], index: LeakIndex, max_chars: int) -> Iterator[Example]:
-    """The examples that fit ``max_chars`` and whose system and user turns overlap no benchmark."""
+    """The examples that fit ``max_chars`` and whose system and user turns overlap no benchmark;
+    consecutive examples of one ``group`` (a defence's outcomes) are kept or dropped together."""
+    group: list[Example] = []
+
+    def whole() -> Iterator[Example]:
+        ok = all(
+            ex.chars() <= max_chars and not any(index.hits(m["content"]) for m in ex.prompt)
+            for ex in group
+        )
+        return iter(group if ok else [])
+
     for ex in examples:
-        if ex.chars() <= max_chars and not any(index.hits(m["content"]) for m in ex.prompt):
-            yield ex
+        if group and (not ex.group or ex.group != group[0].group):
+            yield from whole()
+            group = []
+        group.append(ex)
+    yield from whole()

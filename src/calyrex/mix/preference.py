@@ -24,13 +24,19 @@ PREFERENCE_SHARES = {"injection": 0.5, "access": 0.5}
 PREFERENCE_N = 1600
 
 
-def preference_config(n: int = PREFERENCE_N, seed: int = 0) -> MixConfig:
-    return MixConfig(n=n, seed=seed, shares=dict(PREFERENCE_SHARES))
+def preference_config(
+    n: int = PREFERENCE_N, seed: int = 0, access: str = "default", val: int = 0
+) -> MixConfig:
+    return MixConfig(n=n, seed=seed, shares=dict(PREFERENCE_SHARES), access=access, val=val)
+
+
+def check_preference(config: MixConfig) -> None:
+    if set(config.shares) - set(PREFERENCE_SHARES):
+        raise ValueError(f"preference kinds are {sorted(PREFERENCE_SHARES)}, not {config.shares}")
 
 
 def build_preference(root: Path, config: MixConfig | None = None) -> list[dict[str, Any]]:
     """The preference mix's rows; ``config.shares`` may name only kinds with a rejected reply."""
     config = config or preference_config()
-    if set(config.shares) - set(PREFERENCE_SHARES):
-        raise ValueError(f"preference kinds are {sorted(PREFERENCE_SHARES)}, not {config.shares}")
+    check_preference(config)
     return [ex.preference_row() for ex in build_examples(root, config)]

@@ -19,6 +19,7 @@ more). Every example fits ``max_chars`` and overlaps no benchmark (:mod:`calyrex
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from collections.abc import Callable, Iterator
@@ -74,6 +75,7 @@ class MixConfig:
     max_chars: int = 1000  # system + user + reply characters: ~256 SmolLM2 tokens
     rule_persona_share: float = 0.5  # rule rows whose system turn starts with a persona
     access: str = "default"  # the access dialogues' outcome rotation (mix.access.ROTATIONS)
+    val: int = 0  # examples held out as the validation split (same shares, no shared group)
 
 
 @dataclass(frozen=True)
@@ -201,25 +203,54 @@ KINDS: dict[str, Callable[[Path, MixConfig], Iterator[Example]]] = {
 }
 
 
-def take(kind: str, count: int, root: Path, config: MixConfig) -> list[Example]:
-    """The first ``count`` admissible examples of ``kind``; an error when there are fewer."""
+def held_out(example: Example, share: float, seed: int) -> bool:
+    """Whether ``example``'s group falls in the validation split: a seeded hash of its group key
+    below ``share``, so a defence's outcomes (or one prompt's examples) never straddle it."""
+    digest = hashlib.sha256(f"{seed}:{example.group_key()}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+def take(
+    kind: str, count: int, root: Path, config: MixConfig, held: int = 0
+) -> tuple[list[Example], list[Example]]:
+    """The first ``count`` admissible examples of ``kind``, and ``held`` more from groups none of
+    them shares (the validation split); an error when the stream runs out first. ``held=0``:
+    the first ``count``, exactly as without a split."""
     stream = admissible(KINDS[kind](root, config), leak_index(root), config.max_chars)
-    examples = list(islice(stream, count))
-    if len(examples) < count:
-        raise ValueError(
-            f"only {len(examples)} {kind} examples fit max_chars={config.max_chars} "
-            f"without overlapping a benchmark; {count} were asked for"
+    train: list[Example] = []
+    val: list[Example] = []
+    share = held / (count + held) if held else 0.0
+    for ex in stream:
+        part, size = (val, held) if held_out(ex, share, config.seed) else (train, count)
+        if len(part) < size:
+            part.append(ex)
+        if len(train) == count and len(val) == held:
+            return train, val
+    raise ValueError(
+        f"only {len(train)} + {len(val)} held-out {kind} examples fit max_chars="
+        f"{config.max_chars} without overlapping a benchmark; {count} + {held} were asked for"
+    )
+
+
+def build_split(root: Path, config: MixConfig) -> dict[str, list[Example]]:
+    """Every kind's share of ``config.n`` (``train``) and of ``config.val`` (``validation``),
+    each shuffled together with the seed."""
+    parts: dict[str, list[Example]] = {"train": [], "validation": []}
+    held = counts(config.val, config.shares)
+    for kind, count in counts(config.n, config.shares).items():
+        train, val = take(kind, count, root, config, held[kind])
+        parts["train"] += train
+        parts["validation"] += val
+    for name, examples in parts.items():
+        random.Random(f"{config.seed}:order" + ("" if name == "train" else f":{name}")).shuffle(
+            examples
         )
-    return examples
+    return parts
 
 
 def build_examples(root: Path, config: MixConfig) -> list[Example]:
-    """Every kind's share of ``config.n``, shuffled together with the seed."""
-    examples = []
-    for kind, count in counts(config.n, config.shares).items():
-        examples += take(kind, count, root, config)
-    random.Random(f"{config.seed}:order").shuffle(examples)
-    return examples
+    """The training split of :func:`build_split`."""
+    return build_split(root, config)["train"]
 
 
 def build_sft(root: Path, config: MixConfig | None = None) -> list[dict[str, Any]]:
