@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .access import ROTATIONS
-from .leaks import BENCHMARK_FILES
 from .example import Example
+from .leaks import BENCHMARK_FILES
 from .preference import PREFERENCE_N, check_preference, preference_config
 from .sft import MixConfig, build_split
 from .sources import real_dir, source_files

@@ -24,7 +24,6 @@ import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
