@@ -575,3 +575,65 @@ def test_every_rank_trains_in_rank_zeros_precision(tmp_path):
     assert [(tmp_path / f"rank{r}.txt").read_text() for r in range(2)] == ["bf16", "bf16"]
     alone = Choice("fp32", "x")
     assert agreed(alone) is alone  # no process group: unchanged
+
+
+@pytest.mark.parametrize("method", ["calyrex", "lora"])
+def test_validation_loss_is_logged_and_the_best_adapter_is_kept(backbone, tmp_path, method):
+    """--eval-data: the validation loss in metrics.jsonl every --eval-steps and at the last
+    step; OUT/adapter holds the adapter of the lowest one (best.json names its step)."""
+    base_dir, data = backbone
+    val = _write_jsonl(tmp_path / "val.jsonl", _sort_rows(12, seed=9))
+    out = tmp_path / method
+    cfg = TrainConfig(
+        model=str(base_dir),
+        data=str(data),
+        eval_data=str(val),
+        eval_steps=3,
+        out=str(out),
+        method=method,
+        max_steps=12,
+        scheduler="constant",
+        batch_size=4,
+        lr=0.3,  # too large on purpose: the validation loss rises again after its best
+        precision="fp32",
+        logging_steps=1,
+        progress=False,
+    )
+    train(cfg)
+    evals = [
+        json.loads(line)
+        for line in (out / "metrics.jsonl").read_text().splitlines()
+        if "eval_loss" in line
+    ]
+    assert [e["step"] for e in evals] == [3, 6, 9, 12]
+    best = min(evals, key=lambda e: e["eval_loss"])
+    summary = json.loads((out / "summary.json").read_text())["validation"]
+    assert summary["best"]["step"] == best["step"] and summary["evaluations"] == 4
+    assert best["step"] < 12, "not vacuous: the kept adapter is not the last one"
+    name = "adapter_model.safetensors"
+    kept, final = load_file(out / f"best-{best['step']}" / name), load_file(out / "adapter" / name)
+    assert kept.keys() == final.keys() and all(torch.equal(kept[k], final[k]) for k in kept)
+    assert sorted(p.name for p in out.glob("best-*")) == [f"best-{best['step']}"]
+
+
+def test_patience_stops_after_evaluations_without_a_lower_loss(tmp_path):
+    from types import SimpleNamespace
+
+    from calyrex.training.trainer import KeepBest, read_best
+
+    saved = []
+    keep = KeepBest(tmp_path, lambda model, where: saved.append(where.name), patience=2)
+    args = SimpleNamespace(eval_steps=5)
+    keep.on_train_begin(args, None, None)
+    stops = []
+    for step, loss in zip((5, 10, 15, 20), (3.0, 2.0, 2.5, 2.0)):
+        state = SimpleNamespace(global_step=step, is_world_process_zero=True)
+        control = SimpleNamespace(should_training_stop=False)
+        keep.on_evaluate(args, state, control, metrics={"eval_loss": loss}, model=None)
+        stops.append(control.should_training_stop)
+    assert saved == ["best-5", "best-10"] and read_best(tmp_path)["step"] == 10
+    assert stops == [False, False, False, True]  # 2 evaluations (10 steps) past the best; equal
+    # is not lower
+    resumed = KeepBest(tmp_path, lambda model, where: None, patience=2)
+    resumed.on_train_begin(args, None, None)
+    assert resumed.best["eval_loss"] == 2.0  # a resumed run reads it back

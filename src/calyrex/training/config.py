@@ -32,6 +32,14 @@ class TrainConfig:
     objective: str = field(default="sft", metadata={"choices": OBJECTIVES})
     """sft: chat conversations, next-token loss on the replies; dpo: preference pairs (TRL's
     conversational format), DPO against the model with its adapters off (training.dpo)."""
+    eval_data: str | list[str] | None = None
+    """Validation data, in --data's forms: its loss (DPO: also the reward margin and accuracy)
+    is logged to OUT/metrics.jsonl every --eval-steps and at the end, and OUT/adapter is the
+    adapter of the lowest validation loss (OUT/best.json says which step)."""
+    eval_steps: int = 50
+    """Evaluate on --eval-data every this many steps."""
+    patience: int | None = None
+    """Stop after this many evaluations without a lower validation loss (needs --eval-data)."""
     beta: float = 0.1
     """DPO's beta: how far the policy may move from the reference (--objective dpo)."""
     init_adapter: str | None = None
@@ -116,6 +124,10 @@ class TrainConfig:
             raise ValueError(f"beta must be positive, not {self.beta}")
         if self.objective == "dpo" and self.fsdp:
             raise ValueError("objective 'dpo' does not support --fsdp yet; train with DDP")
+        if self.patience is not None and (self.patience < 1 or not self.eval_data):
+            raise ValueError("--patience needs --eval-data and a value of 1 or more")
+        if self.eval_steps < 1:
+            raise ValueError(f"eval_steps must be 1 or more, not {self.eval_steps}")
         if self.max_steps <= 0 and self.epochs <= 0:
             raise ValueError("give --max-steps or a positive --epochs")
 

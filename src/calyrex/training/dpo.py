@@ -250,6 +250,7 @@ class PreferenceTrainer(AdapterTrainer, DPOTrainer):
         train_dataset: Any,
         tokenizer: Any,
         ref_model: nn.Module | None = None,
+        eval_dataset: Any = None,
     ) -> None:
         from datasets import Dataset
 
@@ -263,12 +264,15 @@ class PreferenceTrainer(AdapterTrainer, DPOTrainer):
         )
         if not isinstance(train_dataset, Dataset):
             train_dataset = Dataset.from_list(list(train_dataset))
+        if eval_dataset is not None and not isinstance(eval_dataset, Dataset):
+            eval_dataset = Dataset.from_list(list(eval_dataset))
         super().__init__(
             model=model,
             ref_model=FreeReference(model) if ref_model is None else ref_model,
             args=args,
             data_collator=collator,
             train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
             processing_class=tokenizer,
         )
         if ref_model is None:  # a fresh one: TRL patched and prepared the one it was given

@@ -113,6 +113,10 @@ def _training_args(cfg: TrainConfig, precision: str) -> Any:
         save_strategy="steps",
         save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit,
+        eval_strategy="steps" if cfg.eval_data else "no",
+        eval_steps=cfg.eval_steps,
+        per_device_eval_batch_size=cfg.batch_size,
+        prediction_loss_only=True,
         logging_steps=cfg.logging_steps,
         report_to=["tensorboard"] if cfg.tensorboard else [],
         remove_unused_columns=False,
@@ -132,15 +136,19 @@ def _training_args(cfg: TrainConfig, precision: str) -> Any:
     return TrainingArguments(**common)
 
 
-def _encode(cfg: TrainConfig, tok: Any, stats: EncodeStats) -> list[dict[str, Any]]:
-    """Every row, read, checked and encoded before any compute: conversations or pairs."""
+def _encode(
+    cfg: TrainConfig, tok: Any, stats: EncodeStats, data: str | list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Every row of ``data`` (default ``cfg.data``), read, checked and encoded before any
+    compute: conversations or pairs."""
     pool = DEFAULT_SYSTEM_POOL if cfg.system_pool is None else cfg.system_pool
+    data = cfg.data if data is None else data
     if cfg.objective == "dpo":
         from .dpo import encode_pairs, load_pairs
 
-        pairs = load_pairs(cfg.data, pool, cfg.seed, cfg.skip_invalid, stats)
+        pairs = load_pairs(data, pool, cfg.seed, cfg.skip_invalid, stats)
         return encode_pairs(tok, pairs, cfg.max_length, cfg.on_truncate, stats)
-    conversations = load_conversations(cfg.data, pool, cfg.seed, cfg.skip_invalid, stats)
+    conversations = load_conversations(data, pool, cfg.seed, cfg.skip_invalid, stats)
     return encode_conversations(tok, conversations, cfg.max_length, cfg.on_truncate, stats)
 
 
@@ -165,16 +173,53 @@ def _adapted(cfg: TrainConfig, base: Any, cal_cfg: CalyrexConfig, tok: Any) -> A
     return model
 
 
-def _trainer(cfg: TrainConfig, model: Any, tok: Any, args: Any, rows: list[dict]) -> Any:
+def _trainer(
+    cfg: TrainConfig, model: Any, tok: Any, args: Any, rows: list[dict], val: list[dict] | None
+) -> Any:
     from .trainer import AdapterTrainer
 
     if cfg.objective == "dpo":
         from .dpo import PreferenceTrainer
 
-        return PreferenceTrainer(model, args, rows, tok)
+        return PreferenceTrainer(model, args, rows, tok, eval_dataset=val)
     return AdapterTrainer(
-        model=model, args=args, train_dataset=rows, data_collator=ChatCollator(tok)
+        model=model,
+        args=args,
+        train_dataset=rows,
+        eval_dataset=val,
+        data_collator=ChatCollator(tok),
     )
+
+
+def _save_adapter(model: Any, where: Path) -> None:
+    """``model``'s adapter in ``where`` (call on every rank: rank 0 writes)."""
+    is_main = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
+    if isinstance(model, CalyrexModel):
+        state = model.adapter_state_dict()  # every rank: a collective under FSDP2
+        if is_main:
+            model.save_adapter(where, state)
+    elif is_main:
+        model.save_pretrained(str(where))
+
+
+def _load_best(model: Any, out: Path) -> dict[str, Any] | None:
+    """The best evaluated adapter (:class:`~.trainer.KeepBest`) loaded into ``model``."""
+    from .trainer import read_best
+
+    best = read_best(out)
+    if best is None:
+        return None
+    where = out / best["dir"]
+    if isinstance(model, CalyrexModel):
+        from ..core.adapter_io import read_config, read_weights
+
+        model.load_adapter_state_dict(read_weights(where, read_config(where)))
+    else:
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        set_peft_model_state_dict(model, load_file(where / "adapter_model.safetensors"))
+    return best
 
 
 def train(cfg: TrainConfig) -> TrainResult:
@@ -182,7 +227,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from transformers.trainer_utils import get_last_checkpoint
 
-    from .trainer import LossBar, MetricsLog, trim_metrics
+    from .trainer import KeepBest, LossBar, MetricsLog, barrier, trim_metrics
 
     cfg.validate()
     start = time.perf_counter()
@@ -205,6 +250,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     )
     stats = EncodeStats()
     rows = _encode(cfg, tok, stats)
+    val_stats = EncodeStats()
+    val = _encode(cfg, tok, val_stats, cfg.eval_data) if cfg.eval_data else None
 
     cal_cfg = CalyrexConfig(placement=cfg.placement, layers=cfg.layers, **(cfg.block or {}))
     counts = matched_counts(base, cal_cfg)
@@ -217,7 +264,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     trainable = count_trainable(model)
     if resume_from:
         trim_metrics(out / "metrics.jsonl", int(resume_from.rsplit("-", 1)[1]))
-    trainer = _trainer(cfg, model, tok, args, rows)
+    trainer = _trainer(cfg, model, tok, args, rows, val)
     for callback in list(trainer.callback_handler.callbacks):
         if type(callback) in (ProgressCallback, PrinterCallback):  # replaced by LossBar below
             trainer.remove_callback(callback)
@@ -225,10 +272,16 @@ def train(cfg: TrainConfig) -> TrainResult:
     trainer.add_callback(MetricsLog(out / "metrics.jsonl"))  # before the bar: it adds tokens/s
     if cfg.progress:
         trainer.add_callback(LossBar())
+    if val is not None:
+        trainer.add_callback(KeepBest(out, _save_adapter, cfg.patience))
     if trainer.is_world_process_zero():
         _record_precision(out, choice)
         _print_summary(cfg, counts, trainable, stats, resume_from, choice)
     result = trainer.train(resume_from_checkpoint=resume_from)
+    best = None
+    if val is not None:  # the Trainer evaluates the last step too (DefaultFlowCallback)
+        barrier()
+        best = _load_best(model, out)  # OUT/adapter is the best evaluated one
     checksums = _gather(adapter_checksum(model))
     adapter_dir = out / "adapter"
     state = model.adapter_state_dict() if isinstance(model, CalyrexModel) else None  # all ranks
@@ -247,6 +300,13 @@ def train(cfg: TrainConfig) -> TrainResult:
             "distributed": trainer.accelerator.distributed_type.value,  # NO, MULTI_CPU, FSDP, …
             "objective": cfg.objective,
         }
+        if val is not None:
+            summary["validation"] = {
+                "data": val_stats.summary(),
+                "best": best,
+                "evaluations": sum("eval_loss" in r for r in trainer.state.log_history),
+                "stopped_early": trainer.state.global_step < trainer.state.max_steps,
+            }
         if cfg.objective == "dpo":
             from .dpo import last_rewards
 

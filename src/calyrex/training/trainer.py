@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from ..core.model import CalyrexModel
 STAGING = ".staging"
 
 
-def _barrier() -> None:
+def barrier() -> None:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()
 
@@ -55,13 +56,13 @@ class AdapterTrainer(Trainer):
         staging = os.path.join(run_dir, STAGING)
         if self.args.should_save:
             shutil.rmtree(os.path.join(staging, name), ignore_errors=True)
-        _barrier()
+        barrier()
         self._get_output_dir = lambda trial=None: staging  # where the parent writes this checkpoint
         try:
             super()._save_checkpoint(model, trial)
         finally:
             del self._get_output_dir
-        _barrier()  # every rank has written its RNG state
+        barrier()  # every rank has written its RNG state
         if self.args.should_save:
             final = os.path.join(run_dir, name)
             shutil.rmtree(final, ignore_errors=True)
@@ -69,7 +70,7 @@ class AdapterTrainer(Trainer):
             if not os.listdir(staging):
                 os.rmdir(staging)
             rotate_checkpoints(run_dir, save_total_limit=self.args.save_total_limit)
-        _barrier()
+        barrier()
 
 
 class MetricsLog(TrainerCallback):
@@ -82,12 +83,13 @@ class MetricsLog(TrainerCallback):
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any
     ) -> None:
-        if not state.is_world_process_zero or not logs or "loss" not in logs:
+        if not state.is_world_process_zero or not logs or not ({"loss", "eval_loss"} & set(logs)):
             return
         now, seen = time.perf_counter(), int(getattr(state, "num_input_tokens_seen", 0) or 0)
-        if self._last is not None and now > self._last[0]:
-            logs["tokens_per_s"] = round((seen - self._last[1]) / (now - self._last[0]), 1)
-        self._last = (now, seen)
+        if "loss" in logs:  # a training log: tokens/s since the last one
+            if self._last is not None and now > self._last[0]:
+                logs["tokens_per_s"] = round((seen - self._last[1]) / (now - self._last[0]), 1)
+            self._last = (now, seen)
         record = {
             "step": state.global_step,
             **{k: v for k, v in logs.items() if isinstance(v, (int, float))},
@@ -104,6 +106,53 @@ class MetricsLog(TrainerCallback):
         if state.global_step >= state.max_steps:
             control.should_log = True
         return control
+
+
+BEST = "best.json"  # OUT/best.json: the step and validation loss of OUT/best-STEP
+
+
+def read_best(out: Path) -> dict[str, Any] | None:
+    """``{"step", "eval_loss", "dir"}`` of the best evaluated adapter so far, or None."""
+    file = out / BEST
+    return json.loads(file.read_text()) if file.is_file() else None
+
+
+class KeepBest(TrainerCallback):
+    """After each evaluation: the adapter of the lowest validation loss so far kept in
+    ``OUT/best-STEP`` (``OUT/best.json`` names it, written after it, so a kill leaves the old
+    pair whole), and training stopped after ``patience`` evaluations without a lower loss.
+    State lives in those files only, so a resumed run picks it up as it was."""
+
+    def __init__(self, out: Path, save: Callable[[Any, Path], None], patience: int | None) -> None:
+        self.out, self.save, self.patience = out, save, patience
+        self.best: dict[str, Any] | None = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        # read once, before any rank writes: every rank then decides alike at each evaluation
+        self.best = read_best(self.out)
+
+    def on_evaluate(
+        self, args: Any, state: Any, control: Any, metrics: dict | None = None, **kw: Any
+    ) -> None:
+        from ..core.adapter_io import atomic_write
+
+        loss = (metrics or {}).get("eval_loss")
+        if loss is None:
+            return
+        best = self.best
+        if best is None or loss < best["eval_loss"]:
+            where = self.out / f"best-{state.global_step}"
+            self.save(kw["model"], where)  # every rank (a collective under FSDP); rank 0 writes
+            record = {"step": state.global_step, "eval_loss": loss, "dir": where.name}
+            self.best = record
+            if state.is_world_process_zero:
+                atomic_write(self.out / BEST, lambda tmp: Path(tmp).write_text(json.dumps(record)))
+                for old in self.out.glob("best-*"):
+                    if old != where:
+                        shutil.rmtree(old, ignore_errors=True)
+            barrier()
+        elif self.patience and state.global_step - best["step"] >= self.patience * args.eval_steps:
+            control.should_training_stop = True
 
 
 class LossBar(ProgressCallback):
