@@ -626,7 +626,7 @@ def test_patience_stops_after_evaluations_without_a_lower_loss(tmp_path):
     args = SimpleNamespace(eval_steps=5)
     keep.on_train_begin(args, None, None)
     stops = []
-    for step, loss in zip((5, 10, 15, 20), (3.0, 2.0, 2.5, 2.0)):
+    for step, loss in zip((5, 10, 15, 20), (3.0, 2.0, 2.5, 2.0), strict=True):
         state = SimpleNamespace(global_step=step, is_world_process_zero=True)
         control = SimpleNamespace(should_training_stop=False)
         keep.on_evaluate(args, state, control, metrics={"eval_loss": loss}, model=None)
