@@ -18,14 +18,16 @@ from pathlib import Path
 
 from doc_blocks import rewrite
 
-from calyrex.study.config import FULL
+from calyrex.study.config import FULL, V1, StudyConfig
 from calyrex.study.markdown import (
     change_tables,
     claims,
     differences_table,
+    dpo_rewards,
     dpo_table,
     dpo_verdict,
     results_table,
+    sweep_table,
     training_table,
     verdict_counts,
 )
@@ -35,6 +37,7 @@ REPORT = ROOT / "results" / "study-real-smollm2" / "report.json"
 # the powered evaluation (issue 37), its own block under the first study's
 REPORT_V2 = ROOT / "results" / "study-real-smollm2-v2" / "report.json"
 REPORTS = {"study-real": REPORT, "study-real-v2": REPORT_V2}
+CONFIGS: dict[str, StudyConfig] = {"study-real": V1, "study-real-v2": FULL}
 PAGES = [ROOT / "README.md", ROOT / "docs" / "study.md"]  # docs/study.md: the full block
 LABELS = ["base", "calyrex-late8th", "calyrex-analyze", "lora", "parallel_mlp", "lora-equal-time"]
 LABELS += ["calyrex-equal-time", "calyrex-fewer-granted", "lora-fewer-granted"]
@@ -51,11 +54,12 @@ def _paragraph(lines: list[str]) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def mix_line() -> str:
+def mix_line(marker: str) -> str:
     """The training mixes' recipe and counts, from the stats ``calyrex mix`` wrote beside them."""
     said = []
+    data = REPORTS[marker].parent / "data"
     for kind in ("sft", "preference"):
-        file = REPORT.parent / "data" / f"{kind}.stats.json"
+        file = data / f"{kind}.stats.json"
         if not file.is_file():
             continue
         stats = json.loads(file.read_text())
@@ -69,9 +73,12 @@ def mix_line() -> str:
             )
             parts.append(f"{part} {n:,}" + (f" ({detail})" if detail else ""))
         sources = ", ".join(f"{src} {n:,}" for src, n in stats["sources"].items())
-        said.append(f"{kind} {stats['rows']:,} rows: {'; '.join(parts)} — from {sources}")
-    for access, data in sorted({(a.access, a.data) for a in FULL.arms if a.access != "default"}):
-        changed = (REPORT.parent / "data" / data).with_suffix(".stats.json")
+        held = stats.get("validation", {}).get("rows")
+        split = f" (+ {held:,} held out for validation)" if held else ""
+        said.append(f"{kind} {stats['rows']:,} rows{split}: {'; '.join(parts)} — from {sources}")
+    arms = CONFIGS[marker].arms
+    for access, name in sorted({(a.access, a.data) for a in arms if a.access is not None}):
+        changed = (data / name).with_suffix(".stats.json")
         if said and changed.is_file():  # a change's mix: the same but for its access dialogues
             tags = json.loads(changed.read_text())["tags"]["access"]
             said.append(
@@ -104,6 +111,8 @@ def block(report: dict, full: bool, marker: str = "study-real") -> str:
             *_filled(dpo_table(report)),
             *_paragraph(dpo),
             *_filled(training_table(report)),
+            *sweep_table(report),
+            *dpo_rewards(report),
         ]
     else:  # the README: no per-metric tables (they are in docs/study.md), their verdicts in words
         details = [
@@ -115,7 +124,7 @@ def block(report: dict, full: bool, marker: str = "study-real") -> str:
             "[docs/study.md](docs/study.md#results).",
             "",
         ]
-    mix = mix_line() if marker == "study-real" else ""
+    mix = mix_line(marker)
     source = REPORTS[marker]
     return "\n".join(
         [

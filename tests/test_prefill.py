@@ -110,3 +110,23 @@ def test_lm_eval_log_likelihoods_equal_hflms_with_each_context_run_once(kind):
     theirs = HFLM._loglikelihood_tokens(lm, requests)
     assert [g for _, g in ours] == [g for _, g in theirs]
     assert [v for v, _ in ours] == pytest.approx([v for v, _ in theirs], abs=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["base", "calyrex"])
+def test_each_prompt_gets_its_own_reply_length_in_one_batch(kind):
+    """A verdict that reads a few tokens decodes only those (Tensor Trust's grant line): rows of
+    one batch stop at their own limits, each reply ``generate``'s at that limit."""
+    tok = tiny_tokenizer("chatml")
+    model = _model(kind).eval()
+    limits = (2, 6, 0)
+    answers = Reader(Generator(model, tok, 6, batch_size=3)).read(
+        [Ask(c, TARGETS, n) for c, n in zip(CONVERSATIONS, limits, strict=True)]
+    )
+    for conv, n, answer in zip(CONVERSATIONS, limits, answers, strict=True):
+        expected = Generator(model, tok, n, batch_size=1).chat([conv])[0] if n else None
+        assert answer.reply == expected
+        assert answer.logprobs["grant"] == pytest.approx(
+            _by_hand(model, tok, conv, "Access Granted"), abs=1e-4
+        )
+    longer = Generator(model, tok, 6, batch_size=1).chat([CONVERSATIONS[0]])[0]
+    assert answers[0].reply != longer  # not vacuous: the first prompt says more given 6 tokens

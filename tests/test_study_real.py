@@ -77,10 +77,23 @@ def test_quick_study_runs_every_stage_and_resumes(tmp_path):
             lo, hi = cell["ci95"]
             assert math.isnan(lo) or lo <= cell["value"] + 1e-9 <= hi + 2e-9
     assert "| metric | n |" in (out / "report.md").read_text()
-    assert (out / "data" / "sft-fewer-granted.jsonl").is_file()  # the change's own mix
-    assert {"calyrex-equal-time", "calyrex-fewer-granted"} == {
-        c for row in report["metrics"].values() for c in row["change"]
-    }
+    # issue 38: a validation split, a learning rate swept per method and objective, every run
+    # trained against the split (its best adapter kept), the curves plotted
+    assert (out / "data" / "sft.val.jsonl").is_file() and (
+        out / "data" / "preference.val.jsonl"
+    ).is_file()
+    chosen = json.loads((out / "sweep" / "chosen.json").read_text())
+    methods = ("calyrex", "lora", "parallel_mlp")
+    assert set(chosen) == {f"{m}-{o}" for m in methods for o in ("sft", "dpo")}
+    for sweep in chosen.values():
+        assert sweep["lr"] in sweep["grid"] and len(sweep["val_loss"]) == len(sweep["grid"])
+        assert sweep["val_loss"][f"{sweep['lr']:g}"] == min(sweep["val_loss"].values())
+    for label, row in report["training"].items():
+        arm = QUICK.arm(label)
+        assert row["lr"] == chosen[f"{arm.method}-{arm.objective}"]["lr"]
+        assert row["best_steps"] and row["val_loss_mean"] > 0
+    assert all(r["val_rewards"] for k, r in report["training"].items() if k.endswith("-dpo"))
+    assert report["validation_plot"] == "validation.png" and (out / "validation.png").is_file()
     assert render(report, ["base", *sorted(arms)])
 
     stamps = {p: p.stat().st_mtime_ns for p in (out / "train").rglob("*") if p.is_file()}

@@ -605,11 +605,11 @@ def test_validation_loss_is_logged_and_the_best_adapter_is_kept(backbone, tmp_pa
         for line in (out / "metrics.jsonl").read_text().splitlines()
         if "eval_loss" in line
     ]
-    assert [e["step"] for e in evals] == [3, 6, 9, 12]
+    assert [e["step"] for e in evals] == [0, 3, 6, 9, 12]
     best = min(evals, key=lambda e: e["eval_loss"])
     summary = json.loads((out / "summary.json").read_text())["validation"]
-    assert summary["best"]["step"] == best["step"] and summary["evaluations"] == 4
-    assert best["step"] < 12, "not vacuous: the kept adapter is not the last one"
+    assert summary["best"]["step"] == best["step"] and summary["evaluations"] == 5
+    assert 0 < best["step"] < 12, "not vacuous: the kept adapter is not the last one"
     name = "adapter_model.safetensors"
     kept, final = load_file(out / f"best-{best['step']}" / name), load_file(out / "adapter" / name)
     assert kept.keys() == final.keys() and all(torch.equal(kept[k], final[k]) for k in kept)

@@ -77,6 +77,10 @@ class Benchmark:
         continuous, paired scores; :mod:`calyrex.eval.prefill`). None by default."""
         return {}
 
+    def new_tokens(self, item: Item, ctx: Context) -> int:
+        """How long a greedy reply the item's verdict reads (at most ``max_new_tokens``)."""
+        return ctx.config.max_new_tokens
+
     def generate(self, items: list[Item], ctx: Context) -> Iterator[Row]:
         """Single-turn default: one greedy reply per item, in batches; with :meth:`targets`, the
         reply and the targets' log-probabilities from one prefill of each prompt."""
@@ -93,9 +97,11 @@ class Benchmark:
 
         if ctx.reader is None:
             ctx.reader = Reader(ctx.generator)
-        new = ctx.config.max_new_tokens
         for chunk in batches(items, 4 * ctx.config.batch_size):  # rows saved as they come
-            asks = [Ask(self.conversation(it, ctx), self.targets(it), new) for it in chunk]
+            asks = [
+                Ask(self.conversation(it, ctx), self.targets(it), self.new_tokens(it, ctx))
+                for it in chunk
+            ]
             for item, out in zip(chunk, ctx.reader.read(asks), strict=True):
                 if not isinstance(out, Answer):
                     yield response_or_skip(self.fields(item), out)

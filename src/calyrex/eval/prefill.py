@@ -98,13 +98,13 @@ class Reader:
                     f"model's context window of {self.gen.window}"
                 )
             else:
-                rows.append((len(enc["input_ids"]), i))
-        rows.sort()  # similar lengths together: little padding
+                rows.append((new[i], len(enc["input_ids"]), i))
+        rows.sort()  # similar reply and prompt lengths together: little decoding and padding
         size = self.gen.batch_size
         for start in range(0, len(rows), size):
-            chunk = [i for _, i in rows[start : start + size]]
+            chunk = [i for _, _, i in rows[start : start + size]]
             answers = self._batch(
-                [encs[i] for i in chunk], [targets[i] for i in chunk], max(new[i] for i in chunk)
+                [encs[i] for i in chunk], [targets[i] for i in chunk], [new[i] for i in chunk]
             )
             for i, answer in zip(chunk, answers, strict=True):
                 out[i] = answer
@@ -116,7 +116,10 @@ class Reader:
 
     @torch.no_grad()
     def _batch(
-        self, encs: list[dict[str, list[int]]], targets: list[dict[str, list[int]]], new: int
+        self,
+        encs: list[dict[str, list[int]]],
+        targets: list[dict[str, list[int]]],
+        new: list[int],
     ) -> list[Answer]:
         width = max(len(e["input_ids"]) for e in encs)
         pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else min(self.ends)
@@ -141,9 +144,9 @@ class Reader:
                 answers[b].logprobs[name] = score
                 answers[b].tokens[name] = len(targets[b][name])
                 answers[b].greedy[name] = greedy
-        if new:
+        if max(new):
             for b, text in enumerate(self._greedy(cache, last, mask, new)):
-                answers[b].reply = text
+                answers[b].reply = text if new[b] else None
         return answers
 
     def _forward(
@@ -192,18 +195,23 @@ class Reader:
         greedy = (top | ~real).all(1).tolist()
         return list(zip(sums, greedy, strict=True))
 
-    def _greedy(self, cache: Any, last: torch.Tensor, mask: torch.Tensor, new: int) -> list[str]:
-        """Greedy replies of up to ``new`` tokens from the prompt's cache (which it extends)."""
-        rows, done = [[] for _ in range(mask.shape[0])], [False] * mask.shape[0]
+    def _greedy(
+        self, cache: Any, last: torch.Tensor, mask: torch.Tensor, new: list[int]
+    ) -> list[str]:
+        """Greedy replies of up to ``new[b]`` tokens from the prompt's cache (which it extends);
+        a row that has its tokens or ended its turn is carried along until every row has."""
+        rows = [[] for _ in range(mask.shape[0])]
+        done = [n == 0 for n in new]
         logits = last
-        for step in range(new):
+        for step in range(max(new)):
             token = logits.argmax(-1)  # (B,)
             for b, t in enumerate(token.tolist()):
                 if not done[b]:
                     done[b] = t in self.ends
                     if not done[b]:
                         rows[b].append(t)
-            if all(done) or step == new - 1:
+                        done[b] = len(rows[b]) >= new[b]
+            if all(done) or step == max(new) - 1:
                 break
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
             span = torch.zeros_like(token[:, None], dtype=torch.bool)

@@ -184,6 +184,11 @@ def metrics_of(found: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return metrics
 
 
+# tokens of a reply whose verdict is the grant on its first line: "Access Granted." is 4 SmolLM2
+# tokens; 8 leave room for a leading blank line or quote
+GRANT_TOKENS = 8
+
+
 class TensorTrust(Benchmark):
     name = "tensortrust"
     source = "github.com/HumanCompatibleAI/tensor-trust-data (benchmarks/*-robustness/v1)"
@@ -196,6 +201,13 @@ class TensorTrust(Benchmark):
 
     def unit(self, item: Item) -> str:
         return defence(item)
+
+    def new_tokens(self, item: Item, ctx: Context) -> int:
+        """An extraction attack's reply is read whole (where the code appears); every other
+        verdict reads the grant on the first line: :data:`GRANT_TOKENS` hold it."""
+        if item["benchmark"] == "extraction" and item["kind"] == "attack":
+            return ctx.config.max_new_tokens
+        return min(GRANT_TOKENS, ctx.config.max_new_tokens)
 
     def targets(self, item: Item) -> dict[str, str]:
         if item["benchmark"] == "extraction" and item["kind"] == "attack":

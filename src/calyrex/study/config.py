@@ -1,10 +1,12 @@
 """What the real-model study runs: its arms, seeds, training budget and evaluation subsets.
 
-Presets, one dataclass: :data:`FULL` (the comparison with the powered evaluation of issue 37,
-``results/study-real-MODEL-v2``), :data:`V1` (the first study, small suites, committed in
-``results/study-real-MODEL``) and :data:`QUICK` (every stage on a handful of examples, for CI). Every arm trains on the same mix file with the
-same steps, batch, sequence length and learning rate; LoRA and ParallelMLP are parameter-matched
-to the blocks of ``late8th`` (:func:`calyrex.adapters.baselines.matched_counts`).
+Presets, one dataclass: :data:`FULL` (issues 37 and 38: tuned, converged adapters with the
+powered evaluation, ``results/study-real-MODEL-v2``), :data:`V1` (the first study: 48 steps at one
+learning rate, small suites, committed in ``results/study-real-MODEL``) and :data:`QUICK` (the
+FULL recipe's every stage on a handful of examples, for CI). Every arm trains on the same mix
+file, batch and sequence length; in FULL each method at its own swept learning rate and to its
+own convergence on the validation split. LoRA and ParallelMLP are parameter-matched to the
+blocks of ``late8th`` (:func:`calyrex.adapters.baselines.matched_counts`).
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ class Arm:
     steps_like: str | None = None  # train for the wall time this arm's seed-0 run took
     objective: str = "sft"  # "dpo": on the preference mix, starting from ``init_from``'s adapter
     init_from: str | None = None  # the arm whose adapter (same seed) this one starts from
-    access: str = "default"  # the SFT mix's access-dialogue rotation (calyrex mix --access)
+    access: str | None = None  # the SFT mix's access rotation; None: the study's (cfg.access)
 
     @property
     def data(self) -> str:
         """The mix file this arm trains on, in ``OUT/data``."""
         if self.objective == "dpo":
             return "preference.jsonl"
-        return "sft.jsonl" if self.access == "default" else f"sft-{self.access}.jsonl"
+        return "sft.jsonl" if self.access is None else f"sft-{self.access}.jsonl"
 
 
 @dataclass(frozen=True)
@@ -99,12 +101,25 @@ class StudyConfig:
     model: str = "smollm2"
     mix_rows: int = 4000
     preference_rows: int = 1600
-    steps: int = 48
+    access: str = "default"  # the mixes' access-dialogue rotation (calyrex mix --access)
+    val_rows: int = 0  # held out of the SFT mix as its validation split (calyrex mix --val)
+    preference_val_rows: int = 0  # the same for the preference mix
+    steps: int = 48  # when epochs is None: every SFT run's steps
     dpo_steps: int = 24  # a DPO step is two sequences and a reference forward
+    epochs: float | None = None  # else: train this many epochs at most, to convergence on val
+    dpo_epochs: float | None = None
+    eval_steps: int = 50  # validation loss every this many steps (with val_rows)
+    patience: int | None = None  # stop after this many evaluations without a lower val loss
     batch_size: int = 8
     max_length: int = 256
-    lr: float = 3e-4
+    lr: float = 3e-4  # the learning rate of every SFT run when lr_grid is empty
     dpo_lr: float = 5e-5
+    # the sweep (issue 38): per method, seed 0 trained sweep_steps at each value, the lowest
+    # validation loss wins (OUT/sweep/chosen.json); DPO's from the method's seed-0 SFT adapter
+    lr_grid: tuple[float, ...] = ()
+    dpo_lr_grid: tuple[float, ...] = ()
+    sweep_steps: int = 80
+    dpo_sweep_steps: int = 40
     dpo_beta: float = 0.1
     # fixed, not "auto": a study resumed on a machine with fast bf16 must not mix precisions
     # ("auto" still exists for a one-machine study: calyrex.backbones.precision)
@@ -151,15 +166,52 @@ class StudyConfig:
 
 # the study committed in results/study-real-smollm2 (issue 27): its suites' sizes
 V1 = StudyConfig()
-# the same recipe evaluated validly and with power (issue 37): results/study-real-smollm2-v2
-FULL = replace(V1, suites=_powered())
-QUICK = replace(
+# issue 38: tuned, converged adapters on a mix that teaches when to grant; the dropped arms are
+# moot there: equal wall time (every arm trains to its own convergence) and fewer-granted (the
+# mix itself now grants a quarter of its access rows, each defence refusing its attacks)
+ARMS_V2 = (
+    Arm("calyrex-late8th", "calyrex"),
+    Arm("lora", "lora"),
+    Arm("parallel_mlp", "parallel_mlp"),
+    Arm("calyrex-dpo", "calyrex", objective="dpo", init_from="calyrex-late8th"),
+    Arm("lora-dpo", "lora", objective="dpo", init_from="lora"),
+    Arm("parallel_mlp-dpo", "parallel_mlp", objective="dpo", init_from="parallel_mlp", seeds=(0,)),
+    Arm("calyrex-analyze", "calyrex", placement="analyze", seeds=(0,)),
+)
+# the trained study with the powered evaluation (issues 37, 38): results/study-real-MODEL-v2.
+# Sizes fit ~24 h of this 2-core CPU (docs/study.md, Budget): the mix is 2,000 rows (the v1
+# composition), the validation splits 200 and 100, at most 2 epochs
+FULL = replace(
     V1,
+    mix_rows=2000,
+    preference_rows=800,
+    access="every-outcome",
+    val_rows=200,
+    preference_val_rows=100,
+    epochs=2.0,
+    dpo_epochs=1.0,
+    eval_steps=50,
+    patience=3,
+    lr_grid=(1e-4, 3e-4, 1e-3, 3e-3),
+    dpo_lr_grid=(1e-5, 3e-5, 1e-4, 3e-4),
+    arms=ARMS_V2,
+    suites=_powered(),
+)
+QUICK = replace(
+    FULL,
     arms=tuple(replace(a, seeds=a.seeds and a.seeds[:1]) for a in FULL.arms),
     mix_rows=48,
     preference_rows=16,
-    steps=2,
-    dpo_steps=1,
+    val_rows=8,
+    preference_val_rows=8,
+    epochs=1.0,
+    dpo_epochs=1.0,
+    eval_steps=8,
+    patience=1,
+    lr_grid=(1e-4, 1e-3),
+    dpo_lr_grid=(1e-5, 1e-4),
+    sweep_steps=2,
+    dpo_sweep_steps=1,
     batch_size=2,
     max_length=128,
     seeds=(0,),

@@ -105,17 +105,63 @@ def dpo_table(report: dict[str, Any]) -> list[str]:
 
 
 def training_table(report: dict[str, Any]) -> list[str]:
-    lines = [
-        "| arm | method | placement | trainable | vs CALYREX | steps | seeds | s/step | s/run | loss |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    converged = any("best_steps" in r for r in report["training"].values())
+    head = "| arm | method | placement | trainable | vs CALYREX | lr | steps | seeds | s/step | s/run | loss |"
+    if converged:
+        head += " best step | val loss | epochs | stopped early |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for label, r in report["training"].items():
-        lines.append(
+        line = (
             f"| {label} | {r['method']} | {r['placement']} | {r['trainable_params']:,} | "
-            f"{r['params_vs_calyrex']} | {r['steps']} | {r['seeds']} | {r['seconds_per_step']} | "
-            f"{r['seconds_mean']} | {r['train_loss_mean']} |"
+            f"{r['params_vs_calyrex']} | {_lr(r)} | {r['steps']} | {r['seeds']} | "
+            f"{r['seconds_per_step']} | {r['seconds_mean']} | {r['train_loss_mean']} |"
         )
+        if converged:
+            line += (
+                f" {', '.join(map(str, r['best_steps']))} | {r['val_loss_mean']} | "
+                f"{r['epochs_mean']} | {r['stopped_early']} of {r['seeds']} |"
+                if "best_steps" in r
+                else " – | – | – | – |"
+            )
+        lines.append(line)
     return lines
+
+
+def _lr(row: dict[str, Any]) -> str:
+    return f"{row['lr']:g}" if "lr" in row else "–"
+
+
+def sweep_table(report: dict[str, Any]) -> list[str]:
+    """The learning-rate sweep: each value's validation loss, the chosen one in bold."""
+    sweep = report.get("sweep") or {}
+    if not sweep:
+        return []
+    lines = ["| method / objective | steps | validation loss per learning rate | chosen |"]
+    lines.append("|---|---|---|---|")
+    for key, s in sweep.items():
+        losses = ", ".join(
+            f"**{lr}: {loss:.4f}**" if float(lr) == s["lr"] else f"{lr}: {loss:.4f}"
+            for lr, loss in s["val_loss"].items()
+        )
+        edge = " (grid edge)" if s.get("at_grid_edge") else ""
+        lines.append(f"| {key} | {s['steps']} | {losses} | {s['lr']:g}{edge} |")
+    return [*lines, ""]
+
+
+def dpo_rewards(report: dict[str, Any]) -> list[str]:
+    """Did DPO train: each DPO run's validation reward margin and accuracy, first → last eval."""
+    lines = []
+    for label, r in report["training"].items():
+        for seed, rewards in enumerate(r.get("val_rewards", [])):
+            margin = rewards.get("rewards/margins") or [None, None]
+            acc = rewards.get("rewards/accuracies") or [None, None]
+            if None in margin or None in acc:
+                continue
+            lines.append(
+                f"- {label} (run {seed + 1}): validation reward margin {margin[0]:.3f} → "
+                f"{margin[1]:.3f}, accuracy {100 * acc[0]:.0f} % → {100 * acc[1]:.0f} %"
+            )
+    return [*lines, ""] if lines else []
 
 
 def verdict_counts(report: dict[str, Any]) -> list[str]:
@@ -320,6 +366,18 @@ def dpo_verdict(report: dict[str, Any]) -> str:
     )
 
 
+def _training_words(report: dict[str, Any]) -> list[str]:
+    if not report.get("sweep"):
+        return ["Every arm: the same data, steps, batch, sequence length and learning rate.", ""]
+    words = (
+        "Every arm: the same data, batch and sequence length; each method at the learning rate "
+        "its sweep chose (below), trained until its validation loss stopped improving, its best "
+        "evaluated adapter kept."
+    )
+    plot = report.get("validation_plot")
+    return [words + (f" Validation curves: `{plot}`." if plot else ""), ""]
+
+
 def render(report: dict[str, Any], labels: list[str]) -> str:
     wall = report.get("wall_s") or {}
     total = sum(wall.values())
@@ -352,9 +410,12 @@ def render(report: dict[str, Any], labels: list[str]) -> str:
         "",
         dpo_verdict(report),
         "",
-        "## Training (same data, steps, batch, sequence length and learning rate)",
+        "## Training",
         "",
+        *_training_words(report),
         *training_table(report),
         "",
+        *sweep_table(report),
+        *dpo_rewards(report),
     ]
     return "\n".join(lines)

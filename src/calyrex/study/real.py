@@ -32,6 +32,8 @@ EXTRA_STAGES = ("rescore",)
 # and suites may be added to a study; evaluation limits are recorded in each suite's run.json)
 RECIPE = ("model", "mix_rows", "preference_rows", "steps", "dpo_steps", "batch_size")
 RECIPE += ("max_length", "lr", "dpo_lr", "dpo_beta", "precision", "analyze_examples")
+RECIPE += ("access", "val_rows", "preference_val_rows", "epochs", "dpo_epochs", "eval_steps")
+RECIPE += ("patience", "lr_grid", "dpo_lr_grid", "sweep_steps", "dpo_sweep_steps")
 
 
 def run_name(arm: Arm, seed: int) -> str:
@@ -54,21 +56,33 @@ def real_data(*parts: str) -> Path:
 
 
 def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
-    """``OUT/data/sft.jsonl``, ``OUT/data/preference.jsonl`` and the SFT mix of every other
-    access rotation an arm names (``calyrex mix``), each once."""
+    """``OUT/data/sft.jsonl``, ``OUT/data/preference.jsonl`` (each with its validation split
+    ``*.val.jsonl`` when the recipe holds one out) and the SFT mix of every other access
+    rotation an arm names (``calyrex mix``), each once; a mix made with another recipe is made
+    again while nothing was trained on it."""
     from ..mix.command import mix
 
-    files = {"sft.jsonl": ("sft", cfg.mix_rows, "default")}
-    files["preference.jsonl"] = ("preference", cfg.preference_rows, "default")
+    files = {"sft.jsonl": ("sft", cfg.mix_rows, cfg.access, cfg.val_rows)}
+    files["preference.jsonl"] = ("preference", cfg.preference_rows, cfg.access)
+    files["preference.jsonl"] += (cfg.preference_val_rows,)
     for arm in cfg.arms:
-        files.setdefault(arm.data, ("sft", cfg.mix_rows, arm.access))
-    for name, (kind, rows, access) in files.items():
+        files.setdefault(arm.data, ("sft", cfg.mix_rows, arm.access, 0))
+    for name, (kind, rows, access, val) in files.items():
         path = out / "data" / name
-        if path.is_file():
-            _say(f"mix: {path} exists, not rebuilt")
-            continue
+        wanted = {"n": rows, "seed": seed, "access": access, "val": val}
+        stats = path.with_suffix(".stats.json")
+        if path.is_file() and stats.is_file():
+            made = json.loads(stats.read_text())["config"]
+            if all(made.get(k, 0) == v for k, v in wanted.items()):
+                _say(f"mix: {path} exists, not rebuilt")
+                continue
+            if (out / "train").is_dir():
+                raise ValueError(
+                    f"{path} was made with {made}, not {wanted}, and runs in "
+                    f"{out / 'train'} trained on it: use a new --out"
+                )
         path.parent.mkdir(parents=True, exist_ok=True)
-        mix(out=str(path), kind=kind, n=rows, seed=seed, access=access)
+        mix(out=str(path), kind=kind, n=rows, seed=seed, access=access, val=val)
     return out / "data"
 
 
@@ -126,46 +140,108 @@ def _summary(out: Path, arm: Arm, seed: int) -> dict[str, Any]:
     return json.loads(file.read_text())
 
 
-def train_arm(
-    cfg: StudyConfig, arm: Arm, seed: int, data: Path, out: Path, layers: list[int] | None
-) -> None:
+def _val(cfg: StudyConfig, data: Path, arm: Arm) -> Path | None:
+    """The validation split of ``arm``'s mix, when the recipe holds one out."""
+    from ..mix.command import val_path
+
+    rows = cfg.preference_val_rows if arm.objective == "dpo" else cfg.val_rows
+    return val_path(data / arm.data) if rows else None
+
+
+def _train(cfg: StudyConfig, arm: Arm, seed: int, data: Path, where: Path, **kw: Any) -> None:
+    """``calyrex train`` of ``arm`` (seed ``seed``) into ``where``, resumable; ``kw``: the
+    budget and learning rate (TrainConfig fields)."""
     from ..training.config import TrainConfig
     from ..training.run import train
 
-    where = out / "train" / run_name(arm, seed)
-    if (where / "summary.json").is_file():
-        _say(f"train {where.name}: finished earlier, not rerun")
-        return
-    _say(f"train {where.name}")
     init = None
     if arm.init_from:
-        init = out / "train" / run_name(cfg.arm(arm.init_from), seed) / "adapter"
+        init = data.parent / "train" / run_name(cfg.arm(arm.init_from), seed) / "adapter"
         if not init.is_dir():
             raise FileNotFoundError(f"{init}: train {arm.init_from} seed {seed} first")
+    val = _val(cfg, data, arm)
     train(
         TrainConfig(
             model=cfg.model,
             data=str(data / arm.data),
+            eval_data=str(val) if val else None,
             out=str(where),
             method=arm.method,
             placement=arm.placement if arm.placement != "analyze" else "late8th",
-            layers=layers if arm.placement == "analyze" else None,
-            max_steps=_steps(cfg, arm, out),
             objective=arm.objective,
             init_adapter=str(init) if init else None,
-            lr=cfg.dpo_lr if arm.objective == "dpo" else cfg.lr,
             beta=cfg.dpo_beta,
             precision=cfg.precision,
             batch_size=cfg.batch_size,
             max_length=cfg.max_length,
             seed=seed,
-            save_steps=max(1, cfg.steps // 4),
-            logging_steps=max(1, cfg.steps // 8),
             warmup_ratio=0.1,
             resume=True,
             progress=False,
+            **kw,
         )
     )
+
+
+def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path, layers: list[int] | None) -> float:
+    """``arm``'s learning rate: the recipe's, or with a grid the value whose seed-0 run of
+    ``sweep_steps`` (DPO: ``dpo_sweep_steps``, from the seed-0 SFT adapter) ends at the lowest
+    validation loss — swept once per method and objective, in ``OUT/sweep/`` (resumable), the
+    losses and the choice in ``OUT/sweep/chosen.json``."""
+    dpo = arm.objective == "dpo"
+    grid = cfg.dpo_lr_grid if dpo else cfg.lr_grid
+    if not grid:
+        return cfg.dpo_lr if dpo else cfg.lr
+    if _val(cfg, data, arm) is None:
+        raise ValueError("a learning-rate sweep needs a validation split (val_rows)")
+    key = f"{arm.method}-{arm.objective}"
+    file = out / "sweep" / "chosen.json"
+    chosen = json.loads(file.read_text()) if file.is_file() else {}
+    if key in chosen and chosen[key]["grid"] == list(grid):
+        return chosen[key]["lr"]
+    steps = cfg.dpo_sweep_steps if dpo else cfg.sweep_steps
+    # the method's plain arm (late8th, the study's seeds) stands for every arm of the method
+    losses = {}
+    for lr in grid:
+        where = out / "sweep" / f"{key}-lr{lr:g}"
+        if not (where / "summary.json").is_file():
+            _say(f"sweep {where.name}")
+            plain = replace(arm, placement="late8th")
+            budget = {"lr": lr, "max_steps": steps, "eval_steps": steps, "eval_on_start": False}
+            _train(cfg, plain, 0, data, where, save_steps=max(1, steps // 4), **budget)
+        summary = json.loads((where / "summary.json").read_text())
+        losses[f"{lr:g}"] = summary["validation"]["best"]["eval_loss"]
+    best = min(grid, key=lambda lr: losses[f"{lr:g}"])
+    edge = best in (min(grid), max(grid))
+    chosen[key] = {"lr": best, "grid": list(grid), "steps": steps, "val_loss": losses}
+    chosen[key]["at_grid_edge"] = edge
+    _write(file, chosen)
+    _say(
+        f"sweep {key}: lr {best:g} (validation loss {losses})"
+        + (" at the grid's edge" if edge else "")
+    )
+    return best
+
+
+def train_arm(
+    cfg: StudyConfig, arm: Arm, seed: int, data: Path, out: Path, layers: list[int] | None
+) -> None:
+    where = out / "train" / run_name(arm, seed)
+    if (where / "summary.json").is_file():
+        _say(f"train {where.name}: finished earlier, not rerun")
+        return
+    lr = chosen_lr(cfg, arm, data, out, layers)
+    _say(f"train {where.name} (lr {lr:g})")
+    epochs = cfg.dpo_epochs if arm.objective == "dpo" else cfg.epochs
+    budget: dict[str, Any] = {"lr": lr, "layers": layers if arm.placement == "analyze" else None}
+    if epochs is None:  # a fixed number of steps (the first study)
+        steps = _steps(cfg, arm, out)
+        budget |= {"max_steps": steps, "save_steps": max(1, cfg.steps // 4)}
+        budget |= {"logging_steps": max(1, cfg.steps // 8)}
+    else:  # to convergence: the best validation loss within ``epochs``, --patience
+        budget |= {"epochs": epochs, "eval_steps": cfg.eval_steps, "patience": cfg.patience}
+        budget |= {"save_steps": cfg.eval_steps, "logging_steps": max(1, cfg.eval_steps // 5)}
+    _train(cfg, arm, seed, data, where, **budget)
 
 
 def eval_data() -> dict[str, str]:
@@ -294,7 +370,8 @@ def run_study(
     previous = json.loads(plan.read_text()) if plan.is_file() else {}
     old, new = previous.get("config") or {}, _jsonable(cfg)
     changed = [k for k in RECIPE if k in old and old[k] != new[k]]
-    if changed:
+    trained = any((out / part).is_dir() for part in ("train", "sweep"))
+    if changed and trained:  # (evaluating the base does not depend on the recipe)
         raise ValueError(
             f"{out} holds a study trained with other {', '.join(changed)} ({plan}); "
             "use a new --out or delete it"

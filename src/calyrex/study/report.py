@@ -409,11 +409,60 @@ def training(cfg: StudyConfig, out: Path) -> dict[str, Any]:
             "seconds_mean": round(float(np.mean([s["seconds"] for s in sums])), 1),
             "seconds_per_step": round(float(np.mean([s["seconds"] / s["steps"] for s in sums])), 2),
             "train_loss_mean": round(float(np.mean([s["train_loss"] for s in sums])), 4),
+            "lr": sums[0]["config"]["lr"],
         }
+        rows[label] |= _convergence(sums, arm.objective)
     ref = rows.get(CALYREX, {}).get("trainable_params")
     for row in rows.values():
         row["params_vs_calyrex"] = round(row["trainable_params"] / ref, 4) if ref else None
     return rows
+
+
+def _convergence(sums: list[dict[str, Any]], objective: str) -> dict[str, Any]:
+    """Of runs trained against a validation split: the best step, its loss, the epochs run, how
+    many stopped on patience (and DPO's validation reward margin and accuracy at the end)."""
+    valid = [s for s in sums if s.get("validation")]
+    if not valid:
+        return {}
+    row = {
+        "best_steps": [s["validation"]["best"]["step"] for s in valid],
+        "val_loss_mean": round(
+            float(np.mean([s["validation"]["best"]["eval_loss"] for s in valid])), 4
+        ),
+        "epochs_mean": round(
+            float(
+                np.mean([s["steps"] * s["config"]["batch_size"] / s["data"]["kept"] for s in valid])
+            ),
+            2,
+        ),
+        "stopped_early": sum(bool(s["validation"]["stopped_early"]) for s in valid),
+    }
+    if objective == "dpo":  # per run: the validation margin and accuracy, first → last eval
+        row["val_rewards"] = [
+            {k: [r[0].get(k), r[-1].get(k)] for k in ("rewards/margins", "rewards/accuracies")}
+            for r in (s["validation"].get("rewards") or [{}] for s in valid)
+        ]
+    return row
+
+
+def sweep(out: Path) -> dict[str, Any]:
+    """The learning-rate sweep's losses and choices (``OUT/sweep/chosen.json``), or {}."""
+    file = out / "sweep" / "chosen.json"
+    return json.loads(file.read_text()) if file.is_file() else {}
+
+
+def curves(cfg: StudyConfig, out: Path) -> str | None:
+    """``OUT/validation.png`` from every trained run's logged validation losses."""
+    from .curves import eval_losses, plot_validation
+
+    found = {}
+    for run, arm, seed in runs(cfg):
+        if arm is not None:
+            losses = eval_losses(out / "train" / run / "metrics.jsonl")
+            found[run] = {"method": arm.method, "objective": arm.objective, "seed": seed}
+            found[run]["losses"] = losses
+    path = plot_validation(found, out / "validation.png")
+    return path.name if path else None
 
 
 def _first_summary(where: Path) -> dict[str, Any] | None:
@@ -443,6 +492,8 @@ def write_report(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         "wall_s": study.get("wall_s", {}),
         "runs_evaluated": [r for r, _, _ in runs(cfg) if (out / "eval" / r).is_dir()],
         "training": training(cfg, out),
+        "sweep": sweep(out),
+        "validation_plot": curves(cfg, out),
         "metrics": collect(cfg, out),
     }
     write_json(out / "report.json", report)

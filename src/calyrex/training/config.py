@@ -34,10 +34,12 @@ class TrainConfig:
     conversational format), DPO against the model with its adapters off (training.dpo)."""
     eval_data: str | list[str] | None = None
     """Validation data, in --data's forms: its loss (DPO: also the reward margin and accuracy)
-    is logged to OUT/metrics.jsonl every --eval-steps and at the end, and OUT/adapter is the
-    adapter of the lowest validation loss (OUT/best.json says which step)."""
+    is logged to OUT/metrics.jsonl at the start, every --eval-steps and at the end, and
+    OUT/adapter is the adapter of the lowest validation loss (OUT/best.json says which step)."""
     eval_steps: int = 50
     """Evaluate on --eval-data every this many steps."""
+    eval_on_start: bool = True
+    """Also evaluate before the first step (where the validation curve starts)."""
     patience: int | None = None
     """Stop after this many evaluations without a lower validation loss (needs --eval-data)."""
     beta: float = 0.1

@@ -300,3 +300,12 @@ def last_rewards(log_history: Sequence[dict[str, Any]]) -> dict[str, float]:
         if "rewards/margins" in record:
             return {k: record[k] for k in REWARDS if k in record}
     return {}
+
+
+def eval_rewards(log_history: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
+    """The validation reward metrics of every evaluation, in order, each with its ``step``."""
+    return [
+        {"step": r["step"]} | {k: r[f"eval_{k}"] for k in REWARDS if f"eval_{k}" in r}
+        for r in log_history
+        if "eval_rewards/margins" in r
+    ]

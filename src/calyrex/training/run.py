@@ -83,7 +83,7 @@ FSDP2 = {
 }
 
 
-def _training_args(cfg: TrainConfig, precision: str) -> Any:
+def _training_args(cfg: TrainConfig, precision: str, resuming: bool = False) -> Any:
     """``TrainingArguments`` (SFT) or TRL's ``DPOConfig`` over the same shared options."""
     from transformers import TrainingArguments
 
@@ -115,6 +115,7 @@ def _training_args(cfg: TrainConfig, precision: str) -> Any:
         save_total_limit=cfg.save_total_limit,
         eval_strategy="steps" if cfg.eval_data else "no",
         eval_steps=cfg.eval_steps,
+        eval_on_start=bool(cfg.eval_data) and cfg.eval_on_start and not resuming,
         per_device_eval_batch_size=cfg.batch_size,
         prediction_loss_only=True,
         logging_steps=cfg.logging_steps,
@@ -236,9 +237,11 @@ def train(cfg: TrainConfig) -> TrainResult:
     # state stay fp32); on CUDA the frozen backbone is stored in bf16
     resume_from = get_last_checkpoint(str(out)) if cfg.resume and out.is_dir() else None
     choice = run_precision(cfg, out, resume_from)
-    args = _training_args(cfg, choice.precision)  # first: sets up the process group (torchrun)
+    resuming = resume_from is not None
+    # first: sets up the process group (torchrun)
+    args = _training_args(cfg, choice.precision, resuming)
     if (shared := agreed(choice)) != choice:  # every rank trains in rank 0's precision
-        choice, args = shared, _training_args(cfg, shared.precision)
+        choice, args = shared, _training_args(cfg, shared.precision, resuming)
     dtype = "bfloat16" if choice.precision == "bf16" and torch.cuda.is_available() else "float32"
     # on the CPU: the Trainer places it (one device per rank under torchrun)
     base, tok = load_model(
@@ -307,6 +310,10 @@ def train(cfg: TrainConfig) -> TrainResult:
                 "evaluations": sum("eval_loss" in r for r in trainer.state.log_history),
                 "stopped_early": trainer.state.global_step < trainer.state.max_steps,
             }
+            if cfg.objective == "dpo":
+                from .dpo import eval_rewards
+
+                summary["validation"]["rewards"] = eval_rewards(trainer.state.log_history)
         if cfg.objective == "dpo":
             from .dpo import last_rewards
 
