@@ -6,7 +6,8 @@ on the same items, its seconds and the ratio to the first variant.
 * ``tensortrust``: every reply 24 tokens (how the base's powered run was made) against the
   grant-line replies of :data:`calyrex.eval.tensortrust.GRANT_TOKENS` (an extraction attack's
   reply is still read whole); the verdicts of the two must agree on the grant;
-* ``sys_ifeval``: ``generate`` in batches of ``--batch`` against twice and four times that.
+* ``sys_ifeval``: ``generate`` (128 tokens) on 4 × ``--batch`` prompts in batches of ``--batch``
+  against twice and four times that.
 
 The load average is printed: wall time on a machine shared with another job says little.
 """
@@ -37,6 +38,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--limit", type=int, default=30)
     parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--only", choices=("tensortrust", "sys_ifeval"), help="one suite's lever")
     args = parser.parse_args()
     import calyrex.eval.tensortrust as tt
     from calyrex.adapters.loading import load_model
@@ -47,27 +49,36 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         times, replies = {}, {}
-        for name, grant_tokens in (("every reply 24 tokens", 24), ("grant line 8 tokens", 8)):
+        levers = {"tensortrust", "sys_ifeval"} if args.only is None else {args.only}
+        for name, grant_tokens in (
+            ()
+            if "tensortrust" not in levers
+            else (("every reply 24 tokens", 24), ("grant line 8 tokens", 8))
+        ):
             tt.GRANT_TOKENS = grant_tokens
             out = root / f"tt{grant_tokens}"
             times[name] = _run("tensortrust", args.limit, args.batch, 24, model, tok, out)
             rows = (out / "tensortrust.responses.jsonl").read_text().splitlines()
             replies[name] = {r["id"]: r["response"] for r in map(json.loads, rows)}
-        first = next(iter(times))
-        for name, seconds in times.items():
-            print(f"tensortrust {name:24s} {seconds:7.1f} s  ×{times[first] / seconds:.2f}")
-        a, b = replies.values()
-        same = sum(granted(a[k] or "") == granted(b[k] or "") for k in a)
-        print(f"tensortrust grant verdicts that agree: {same} of {len(a)}")
+        lines = []
+        if times:
+            first = next(iter(times))
+            for name, seconds in times.items():
+                lines.append(
+                    f"tensortrust {name:24s} {seconds:7.1f} s  ×{times[first] / seconds:.2f}"
+                )
+            a, b = replies.values()
+            same = sum(granted(a[k] or "") == granted(b[k] or "") for k in a)
+            lines.append(f"tensortrust grant verdicts that agree: {same} of {len(a)}")
         times = {}
-        for batch in (args.batch, 2 * args.batch, 4 * args.batch):
+        for batch in (args.batch, 2 * args.batch, 4 * args.batch) if "sys_ifeval" in levers else ():
             out = root / f"ifeval{batch}"
-            times[batch] = _run("sys_ifeval", args.limit, batch, 128, model, tok, out)
+            # 4 × --batch prompts: the largest batch size holds them in one batch
+            times[batch] = _run("sys_ifeval", 4 * args.batch, batch, 128, model, tok, out)
         for batch, seconds in times.items():
-            print(
-                f"sys_ifeval batch {batch:3d}          {seconds:7.1f} s  ×{times[args.batch] / seconds:.2f}"
-            )
-    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+            ratio = times[args.batch] / seconds
+            lines.append(f"sys_ifeval batch {batch:3d}          {seconds:7.1f} s  ×{ratio:.2f}")
+    print("\n".join([*lines, f"load average {os.getloadavg()[0]:.2f} at the end"]))
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@ once (``use_cache=True``) and both branch off its cache:
 * the reply is decoded greedily from the cache, one token a step, until every row has ended its
   turn or ``max_new_tokens`` are out (the same tokens as ``generate(do_sample=False)``).
 
-Prompts are sorted by length and batched (left padding, explicit ``position_ids``, so a padded row
-computes what it computes alone); a prompt longer than the context window is a :class:`Skip`.
+Prompts are sorted by reply and prompt length and batched by a budget of padded tokens (left
+padding, explicit ``position_ids``, so a padded row computes what it computes alone); a prompt
+longer than the context window is a :class:`Skip`.
 A target's tokens are the chat template's own for that reply (``encode_one`` of the conversation
 with the assistant turn, the prompt cut off, the end of turn dropped: the verdicts read how a reply
 *opens*, and a model that says "Access Granted." with a period grants as much as one that stops).
@@ -33,6 +34,11 @@ from ..core import hf
 from ..core.cal_cache import batch_select_indices
 from ..span.chat import ChatTemplateError, encode_one
 from .generate import Generator, Message, Skip
+
+# a batch holds at most batch_size × ROW_TOKENS padded prompt tokens and MAX_ROWS_FACTOR ×
+# batch_size prompts (Reader._batches)
+ROW_TOKENS = 256
+MAX_ROWS_FACTOR = 4
 
 
 @dataclass(frozen=True)
@@ -100,15 +106,32 @@ class Reader:
             else:
                 rows.append((new[i], len(enc["input_ids"]), i))
         rows.sort()  # similar reply and prompt lengths together: little decoding and padding
-        size = self.gen.batch_size
-        for start in range(0, len(rows), size):
-            chunk = [i for _, _, i in rows[start : start + size]]
+        for chunk in self._batches(rows):
             answers = self._batch(
                 [encs[i] for i in chunk], [targets[i] for i in chunk], [new[i] for i in chunk]
             )
             for i, answer in zip(chunk, answers, strict=True):
                 out[i] = answer
         return out
+
+    def _batches(self, rows: list[tuple[int, int, int]]) -> list[list[int]]:
+        """Sorted (reply length, prompt length, index) rows cut into batches of at most
+        ``batch_size`` × :data:`ROW_TOKENS` padded prompt tokens and ``MAX_ROWS_FACTOR`` ×
+        ``batch_size`` rows: short prompts share a batch (fewer decode steps), long ones do not
+        pad each other out (the prefill is most of the cost on a CPU)."""
+        budget = self.gen.batch_size * ROW_TOKENS
+        most = MAX_ROWS_FACTOR * self.gen.batch_size
+        out: list[list[int]] = []
+        chunk: list[int] = []
+        width = 0
+        for _, n, i in rows:
+            wider = max(width, n)
+            if chunk and (len(chunk) >= most or wider * (len(chunk) + 1) > budget):
+                out.append(chunk)
+                chunk, wider = [], n
+            chunk.append(i)
+            width = wider
+        return [*out, chunk] if chunk else out
 
     @property
     def device(self) -> torch.device:

@@ -4,6 +4,8 @@ Stages, in order, each writing where a rerun finds it (a finished unit is never 
 
 * ``mix``      ``OUT/data/sft.jsonl`` — the system-prompt SFT mix (``calyrex mix``);
 * ``analyze``  ``OUT/analyze/analysis.json`` — the placement ``calyrex analyze`` recommends;
+* ``sweep``    ``OUT/sweep/chosen.json`` — each method's SFT learning rate, from short seed-0 runs
+  at each value of the grid (:func:`chosen_lr`; DPO's is swept when its first arm trains);
 * ``train``    ``OUT/train/ARM-sSEED/`` — ``calyrex train`` per arm and seed (from its last
   checkpoint when interrupted; done when ``summary.json`` exists);
 * ``eval``     ``OUT/eval/RUN/SUITE/`` — ``calyrex eval`` per run and suite (finished suites
@@ -26,7 +28,7 @@ from typing import Any
 
 from .config import Arm, StudyConfig, Suite
 
-STAGES = ("mix", "analyze", "train", "eval", "report")
+STAGES = ("mix", "analyze", "sweep", "train", "eval", "report")
 EXTRA_STAGES = ("rescore",)
 # what a finished unit was made with: a rerun with other values would mix two recipes (arms
 # and suites may be added to a study; evaluation limits are recorded in each suite's run.json)
@@ -395,6 +397,9 @@ def run_study(
     if "analyze" in stages or ("train" in stages and layers is None):
         layers = timed("analyze", lambda: choose_layers(cfg, out))
         _say(f"analyze: the other placement is layers {layers}")
+    if "sweep" in stages:
+        for arm in {a.method: a for a in reversed(cfg.arms) if a.objective == "sft"}.values():
+            timed("sweep", lambda a=arm: chosen_lr(cfg, a, data, out, layers))
     known = {r for r, _, _ in runs(cfg)}
     if set(only) - known:
         raise ValueError(f"unknown runs {sorted(set(only) - known)}; choose from {sorted(known)}")
