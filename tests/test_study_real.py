@@ -340,3 +340,10 @@ def test_the_report_gives_no_verdict_or_claim_from_an_undefined_metric(tmp_path)
     assert "robustness (valid defences) ↑ | – | undefined | undefined | 50.0" in "\n".join(
         results_table({"metrics": table}, ["base", "calyrex-late8th", "lora"])
     )
+
+
+def test_the_trained_study_asks_its_own_held_out_access_dialogues(tmp_path):
+    from calyrex.study.real import eval_data
+
+    assert FULL.val_rows and FULL.suite("mix_access").limit is None
+    assert eval_data(tmp_path)["mix_access"] == str(tmp_path / "data" / "sft.val.jsonl")

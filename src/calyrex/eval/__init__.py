@@ -25,6 +25,7 @@ SUITES: dict[str, str] = {
     "piqa": "calyrex.eval.local_tasks:PIQA",
     "boolq": "calyrex.eval.local_tasks:BoolQ",
     "mmlu_local": "calyrex.eval.local_tasks:MMLULocal",
+    "mix_access": "calyrex.eval.mix_access:MixAccess",
 }
 
 # what ``--suite paper`` runs: every benchmark the paper reports that calyrex can run (not the

@@ -47,6 +47,7 @@ class Suite:
     tag: str = ""  # a second run of the same suite (capability without a system prompt)
     shots: tuple[int, ...] | None = None  # msj_hijack's shot counts
     first_seed_only: bool = False  # run on the base and each arm's first seed only
+    batch_size: int | None = None  # None: the study's eval_batch_size
 
     @property
     def key(self) -> str:
@@ -70,11 +71,14 @@ def _powered() -> tuple[Suite, ...]:
     Reply lengths are what the checkers read: the grant's first line, a leaked code or the
     witness within 24 tokens, StruQ's task check 32, sys-IFEval 128."""
     return (
-        Suite("sys_ifeval", 200, max_new_tokens=128),
+        # generation of 128 tokens: 64 prompts a batch ran 1.7× faster than 16 (eval_speed.py)
+        Suite("sys_ifeval", 200, max_new_tokens=128, batch_size=64),
         Suite("tensortrust", 200, max_new_tokens=24),
         Suite("struq", None, max_new_tokens=32),
         Suite("sep", 200, max_new_tokens=24),
         Suite("msj_hijack", 100, max_new_tokens=8, shots=(4, 16)),
+        # the held-out defences of the study's own mix: granted only for the right code?
+        Suite("mix_access", None, max_new_tokens=8),
         *(Suite(name, 300, system_prompt=NEUTRAL) for name in CAPABILITY),
         *(Suite(name, 40, tag="-nosys", first_seed_only=True) for name in CAPABILITY),
     )

@@ -246,9 +246,15 @@ def train_arm(
     _train(cfg, arm, seed, data, where, **budget)
 
 
-def eval_data() -> dict[str, str]:
-    """Where the suites that take a ``--data`` path find the shared copies."""
-    return {"tensortrust": str(real_data("attacks", "tensortrust"))}
+def eval_data(out: Path | None = None) -> dict[str, str]:
+    """Where the suites that take a ``--data`` path find their data: the shared copies, and the
+    study's own held-out access dialogues (``OUT/data/sft.val.jsonl``, for ``mix_access``)."""
+    data = {"tensortrust": str(real_data("attacks", "tensortrust"))}
+    if out is not None:
+        from ..mix.command import val_path
+
+        data["mix_access"] = str(val_path(out / "data" / "sft.jsonl"))
+    return data
 
 
 def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first: bool) -> None:
@@ -268,7 +274,8 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
                 cache["model"], cache["tok"] = load_model(
                     cfg.model, adapter and str(adapter), dtype=cfg.precision
                 )
-            gen = Generator(cache["model"], cache["tok"], suite.max_new_tokens, cfg.eval_batch_size)
+            batch = suite.batch_size or cfg.eval_batch_size
+            gen = Generator(cache["model"], cache["tok"], suite.max_new_tokens, batch)
             return gen, None
 
         return load
@@ -279,10 +286,10 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
         where = out / "eval" / run / suite.key
         _say(f"eval {run} {suite.key}")
         config = EvalConfig(
-            data=eval_data(),
+            data=eval_data(out),
             limit=suite.limit,
             max_new_tokens=suite.max_new_tokens,
-            batch_size=cfg.eval_batch_size,
+            batch_size=suite.batch_size or cfg.eval_batch_size,
             system_prompt=suite.system_prompt,
             shots=list(suite.shots) if suite.shots else None,
         )

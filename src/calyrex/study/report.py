@@ -86,6 +86,14 @@ GENERATION = (
         needs="probe_executed_system",
     ),
     Metric("sep", "separation", "SEP separation score"),
+    Metric("mix_access", "granted_right_code", "Held-out access dialogues: right code granted"),
+    Metric(
+        "mix_access",
+        "granted_attack",
+        "Held-out access dialogues: attack or wrong code granted",
+        higher_is_better=False,
+        needs="granted_right_code",
+    ),
 )
 # the continuous, paired scores (one forward pass; nats): they move before a 0/1 verdict flips
 CONTINUOUS = (
@@ -112,6 +120,12 @@ CONTINUOUS = (
     Metric("struq", "task_logprob", "StruQ log P(reference output) per token (nats)", scale=1),
     Metric("sep", "lp_witness_data", "SEP log P(witness | probe in data) (nats)", False, scale=1),
     Metric("sep", "witness_margin", "SEP witness margin instruction − data (nats)", scale=1),
+    Metric(
+        "mix_access",
+        "grant_margin",
+        "Held-out access dialogues: grant margin right code − refused (nats)",
+        scale=1,
+    ),
 )
 
 
