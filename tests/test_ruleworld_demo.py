@@ -7,8 +7,8 @@ import pytest
 
 import calyrex
 from calyrex.cli import main
+from calyrex.intervals import is_rate
 from calyrex.ruleworld.families import FAMILIES
-from calyrex.ruleworld.intervals import is_rate
 from calyrex.ruleworld.report import PLOTS, TABLE, text_table
 from calyrex.ruleworld.train import DEVICE, DTYPE, backbone_dir, backbone_name
 
@@ -85,9 +85,9 @@ def test_pretrain_flag_builds_a_fresh_backbone_in_out(tmp_path):
 def test_seeds_report_mean_and_spread_per_method(tmp_path, monkeypatch):
     """--seeds trains once per seed; each rate becomes the mean with its spread (wiring only:
     the per-seed runs are stubbed, the quick demo above covers training and evaluation)."""
+    from calyrex.intervals import proportion
     from calyrex.ruleworld import demo as demo_module
     from calyrex.ruleworld.evaluate import EvalConfig
-    from calyrex.ruleworld.intervals import proportion
 
     def one_seed(root, cfg, world, path, seed):
         rate = proportion([True] * (seed + 1) + [False] * (3 - seed))

@@ -2,7 +2,7 @@
 
 import json
 
-from calyrex.ruleworld.intervals import proportion
+from calyrex.intervals import proportion
 from calyrex.ruleworld.study import VARIANTS, run_study
 from calyrex.ruleworld.study_report import COLUMNS, render_study, verdicts
 

@@ -202,7 +202,7 @@ def plot(rows: dict[str, dict], columns: list[str], path: Path) -> None:
     """Grouped bars: ``columns`` per placement."""
     import matplotlib
 
-    from .ruleworld.intervals import yerr
+    from .intervals import yerr
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -47,6 +47,29 @@ def eval_command(
     Finished benchmarks in OUT are not rerun. Exit status 1 when a benchmark was skipped.
     --cases FILE.jsonl: run your own test cases instead (calyrex.eval.cases) → OUT/cases.json.
     --shots 4 16 64: the shot counts of msj_hijack (default 4 16 64).
+
+    Args:
+        suite: paper (every benchmark of the paper calyrex runs), or suite names separated by
+            commas: {suites}.
+        out: Where each suite's OUT/NAME.json, replies and summary go.
+        model: Base model: a name calyrex knows (smollm2, ruleworld), a local directory or a
+            hub id.
+        adapter: A saved adapter (calyrex, LoRA or ParallelMLP) loaded onto --model.
+        responses: Score these replies (JSONL) instead of generating; one suite.
+        data: NAME=PATH per suite whose data is not the default (a bare PATH for one suite).
+        judge: An OpenAI-compatible endpoint (http://HOST/v1) for the judged suites.
+        judge_model: The judge's model name, or hf:MODEL for a local judge.
+        system_prompt: The system prompt the lm-eval capability tasks run under.
+        limit: At most this many items per suite.
+        max_new_tokens: The longest greedy reply (a suite reads less where its verdict does).
+        batch_size: Prompts per batch (the attack suites: a budget of batch_size × 256 padded
+            tokens).
+        dtype: {dtypes} (auto: bf16 where this machine runs it fast, else fp32).
+        device: cpu or cuda[:N]; default: cuda when there is one.
+        label: The run's name in reports (default: the model and adapter).
+        seed: Seed of the sampled parts of a suite (IFEval's loose variants, data order).
+        cases: Your own test cases (JSONL) instead of the suites (calyrex.eval.cases).
+        shots: msj_hijack's shot counts.
     """
     if cases:
         from .cases import cases_command
@@ -86,3 +109,17 @@ def report_command(runs: list[str], baseline: str | None = None, out: str = "eva
     from .report import report
 
     print(report([Path(r) for r in runs], Path(out), baseline))
+
+
+def _help() -> None:
+    """The suite and dtype lists in ``eval_command``'s help, from their one definition."""
+    from ..backbones.precision import PRECISIONS
+    from . import SUITES
+
+    doc = eval_command.__doc__ or ""
+    eval_command.__doc__ = doc.replace("{suites}", ", ".join(SUITES)).replace(
+        "{dtypes}", " | ".join(PRECISIONS)
+    )
+
+
+_help()

@@ -12,10 +12,10 @@ from pathlib import Path
 import torch
 
 from ..core.placement import placement_layers
+from ..intervals import value
 from .corpus import sft_corpus, write_jsonl
 from .demo import DEFAULT, QUICK, TRAINING
 from .evaluate import EvalConfig, evaluate
-from .intervals import value
 from .train import DEVICE, DTYPE, backbone_dir, train_adapter
 from .world import World
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
+from ..intervals import over_seeds
 from .corpus import sft_corpus, write_jsonl
 from .evaluate import EvalConfig, evaluate
-from .intervals import over_seeds
 from .report import print_table, write_markdown, write_plots
 from .train import DEVICE, DTYPE, backbone_dir, backbone_name, train_adapter
 from .world import World

@@ -19,11 +19,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..intervals import t_interval
+from ..intervals import over_seeds, t_interval
 from .corpus import sft_corpus, write_jsonl, write_rows
 from .demo import METHODS, TRAINING, DemoConfig
 from .evaluate import EvalConfig, evaluate
-from .intervals import over_seeds
 from .preference import preference_corpus
 from .train import DEVICE, DTYPE, backbone_dir, train_adapter
 from .world import World

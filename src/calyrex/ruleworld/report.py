@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..intervals import is_rate, yerr
 from .families import FAMILIES
-from .intervals import is_rate, yerr
 
 # (metric, row label); ↑ higher is better, ↓ an attack's success rate (lower is better)
 TABLE = (

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from calyrex.ruleworld.intervals import mean, over_seeds, proportion, value, wilson
+from calyrex.intervals import mean, over_seeds, proportion, value, wilson
 from calyrex.ruleworld.readme import claims, separated
 
 ROOT = Path(__file__).resolve().parent.parent
