@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from calyrex.ruleworld.pretrain import ASSET_DIR
+from calyrex.research.ruleworld.pretrain import ASSET_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS, BATCH, MEASURED_BATCHES = 10, 16, 100
@@ -63,7 +63,7 @@ def padding_shares(tok, conversations: list, max_length: int) -> dict:
 
 def training_speed(cfg, data: Path, tmp: Path) -> dict:
     """Non-padding tokens per second of ``STEPS`` calyrex steps, random vs grouped batches."""
-    from calyrex.ruleworld.demo import _train
+    from calyrex.research.ruleworld.demo import _train
 
     speeds = {}
     for grouped in (False, True):
@@ -77,8 +77,8 @@ def training_speed(cfg, data: Path, tmp: Path) -> dict:
 
 def long_prompts(model, tok, world, n: int = 4) -> dict:
     """Seconds per example: 2,048-token prompts padded in one batch vs alone; 4,096 alone."""
-    from calyrex.ruleworld import attacks
-    from calyrex.ruleworld.evaluate import generate
+    from calyrex.research.ruleworld import attacks
+    from calyrex.research.ruleworld.evaluate import generate
 
     probe = world.filler(world.rng("calibrate"), 1000)
     per_word = len(tok(probe, add_special_tokens=False)["input_ids"]) / 1000
@@ -101,8 +101,8 @@ def lora_merged(base_path: Path, tok, world, n: int = 48) -> dict:
     """Seconds to answer ``n`` short prompts with the PEFT LoRA adapter vs merged."""
     from calyrex import adapt
     from calyrex.adapters.loading import load_model
-    from calyrex.ruleworld import attacks
-    from calyrex.ruleworld.evaluate import generate
+    from calyrex.research.ruleworld import attacks
+    from calyrex.research.ruleworld.evaluate import generate
 
     prompts = [e.messages for e in attacks.injection_examples(world, n)]
     peft_model = adapt(load_model(str(base_path), None, "float32", "cpu")[0], "lora", seed=0).eval()
@@ -118,9 +118,9 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     from calyrex.adapters.loading import load_model
-    from calyrex.ruleworld.corpus import sft_corpus, write_jsonl
-    from calyrex.ruleworld.demo import FULL
-    from calyrex.ruleworld.world import World
+    from calyrex.research.ruleworld.corpus import sft_corpus, write_jsonl
+    from calyrex.research.ruleworld.demo import FULL
+    from calyrex.research.ruleworld.world import World
 
     start, load = time.time(), os.getloadavg()[0]
     world = World(0)

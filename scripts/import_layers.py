@@ -8,7 +8,7 @@ belongs to a *unit*: its top-level subpackage (``calyrex/serve/…`` → ``serve
 directly in the package, that module (``calyrex/cli.py`` → ``cli``); ``calyrex/__init__.py``
 is the unit ``calyrex``. An import statement anywhere in a file (module level or inside a
 function; not under ``if TYPE_CHECKING:``) is an edge from its unit to the unit it names.
-A string naming a calyrex module (``"calyrex.ruleworld.pretrain:asset_dir"``, imported later by
+A string naming a calyrex module (``"calyrex.eval.commands:eval_command"``, imported later by
 ``importlib``) is an edge *by name*, drawn dashed and left out of the floors.
 
 The floors are topological levels over the import edges: a unit that imports no other unit is
@@ -39,9 +39,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+WINGS = ("research",)  # subpackages whose own subpackages are the units (research.study, …)
+
+
 def unit_of(module: str) -> str:
-    """The unit of a dotted calyrex module name: its first component below the package."""
+    """The unit of a dotted calyrex module name: its first component below the package (below
+    a wing, its first two: ``research.study``)."""
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] in WINGS:
+        return f"{parts[1]}.{parts[2]}"
     return parts[1] if len(parts) > 1 else PACKAGE
 
 

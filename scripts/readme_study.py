@@ -4,7 +4,7 @@
     python scripts/readme_study.py --check    # exit 1 if either is not what the files give
 
 Source: ``results/study-real-smollm2/report.json`` (written by ``calyrex study real``) and the
-mixes' ``data/*.stats.json``. Nothing is retyped: the tables are :mod:`calyrex.study.markdown`'s
+mixes' ``data/*.stats.json``. Nothing is retyped: the tables are :mod:`calyrex.research.study.markdown`'s
 rendering of that file; the README's block is the short one, docs/study.md's the full one. A
 missing report leaves the pages alone; a page without the markers is an error.
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from doc_blocks import rewrite
 
-from calyrex.study.config import FULL, V1, StudyConfig
-from calyrex.study.markdown import (
+from calyrex.research.study.config import FULL, V1, StudyConfig
+from calyrex.research.study.markdown import (
     change_tables,
     claims,
     differences_table,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from doc_blocks import rewrite
 
-from calyrex.ruleworld.dpo_report import markdown, verdict
+from calyrex.research.ruleworld.dpo_report import markdown, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "results" / "ruleworld-dpo" / "dpo-study.json"

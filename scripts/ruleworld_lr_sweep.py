@@ -1,4 +1,4 @@
-"""The learning-rate sweep behind ``calyrex.ruleworld.demo.LR``.
+"""The learning-rate sweep behind ``calyrex.research.ruleworld.demo.LR``.
 
 Each method is trained on the demo's SFT data (same steps, batch and seed as the demo) at each
 learning rate of its grid; the mean training loss of each run is printed and written to
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 
-from calyrex.ruleworld.corpus import sft_corpus, write_jsonl
-from calyrex.ruleworld.demo import FULL, _train
-from calyrex.ruleworld.pretrain import ASSET_DIR
-from calyrex.ruleworld.world import World
+from calyrex.research.ruleworld.corpus import sft_corpus, write_jsonl
+from calyrex.research.ruleworld.demo import FULL, _train
+from calyrex.research.ruleworld.pretrain import ASSET_DIR
+from calyrex.research.ruleworld.world import World
 
 GRID = {
     "calyrex": (5e-3, 1e-2, 2e-2),

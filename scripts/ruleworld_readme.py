@@ -5,7 +5,7 @@
     python scripts/ruleworld_readme.py --check             # exit 1 when the page is stale
 
 Run it before committing: the page then cannot drift from the result files. The block between
-the ``ruleworld-results`` markers is :func:`calyrex.ruleworld.readme.section`, with its image
+the ``ruleworld-results`` markers is :func:`calyrex.research.ruleworld.readme.section`, with its image
 paths made relative to the page (the renderer writes them from the repository root).
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from doc_blocks import rewrite
 
-from calyrex.ruleworld.readme import BEGIN, record, section
+from calyrex.research.ruleworld.readme import BEGIN, record, section
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "ruleworld"

@@ -20,8 +20,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from calyrex.ruleworld.study import VARIANTS, run_study
-from calyrex.ruleworld.study_report import plot, render_study
+from calyrex.research.ruleworld.study import VARIANTS, run_study
+from calyrex.research.ruleworld.study_report import plot, render_study
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "ruleworld"

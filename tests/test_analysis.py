@@ -231,8 +231,8 @@ def test_cli_end_to_end(tmp_path, tok, capsys):
 
 def test_ruleworld_backbone_gets_ruleworld_rules(tmp_path, tok):
     from calyrex.analysis import analyze
-    from calyrex.analysis.data import ruleworld_examples
-    from calyrex.ruleworld import ORDER
+    from calyrex.research.ruleworld import ORDER
+    from calyrex.research.ruleworld.analysis import analysis_examples as ruleworld_examples
 
     examples = ruleworld_examples(seed=0)
     assert examples == ruleworld_examples(seed=0) and len(examples) == 16 * len(ORDER)

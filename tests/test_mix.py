@@ -13,9 +13,17 @@ from pathlib import Path
 import pytest
 
 from calyrex.cli import main
-from calyrex.mix import RULES, MixConfig, access, build_preference, build_sft, find_leaks, sources
-from calyrex.mix.leaks import BENCHMARK_FILES, normalise
-from calyrex.mix.preference import preference_config
+from calyrex.research.mix import (
+    RULES,
+    MixConfig,
+    access,
+    build_preference,
+    build_sft,
+    find_leaks,
+    sources,
+)
+from calyrex.research.mix.leaks import BENCHMARK_FILES, normalise
+from calyrex.research.mix.preference import preference_config
 from calyrex.testing import tiny_tokenizer
 from calyrex.training.data import encode_conversations, load_conversations
 
@@ -344,7 +352,7 @@ def test_unknown_access_rotation_is_refused(real_data, capsys):
 
 
 def test_cli_failure_leaves_the_old_file(tmp_path, monkeypatch):
-    import calyrex.mix.command as command
+    import calyrex.research.mix.command as command
 
     out = tmp_path / "sft.jsonl"
     out.write_text("old\n")
@@ -383,7 +391,7 @@ def test_validation_split_holds_out_whole_defences_and_every_outcome_teaches_whe
     """Issue 38: ``--val`` holds out rows by group (a defence's outcomes never straddle the two
     splits), with the training split's shares; ``every-outcome`` shows each defence granted for
     its right code only, refusing its wrong code, a hijack and an extraction."""
-    from calyrex.mix.sft import build_split, counts
+    from calyrex.research.mix.sft import build_split, counts
 
     config = MixConfig(n=400, seed=0, access="every-outcome", val=80)
     parts = build_split(real_data, config)

@@ -142,7 +142,7 @@ def test_one_probe_and_one_loader_in_the_source():
 
 
 def test_ruleworld_backbone_is_a_name_of_the_one_loader():
-    from calyrex.ruleworld.pretrain import ASSET_DIR
+    from calyrex.research.ruleworld.pretrain import ASSET_DIR
 
     if not (ASSET_DIR / "config.json").exists():
         pytest.skip("no shipped RuleWorld backbone")

@@ -14,11 +14,11 @@ import pytest
 
 from calyrex import intervals as bootstrap
 from calyrex.cli import main
-from calyrex.reproduce import load_config
-from calyrex.reproduce.config import ReportSpec
-from calyrex.reproduce.hub import Hub
-from calyrex.reproduce.launch import train_argv
-from calyrex.reproduce.table import COLUMNS, ROWS, build
+from calyrex.research.reproduce import load_config
+from calyrex.research.reproduce.config import ReportSpec
+from calyrex.research.reproduce.hub import Hub
+from calyrex.research.reproduce.launch import train_argv
+from calyrex.research.reproduce.table import COLUMNS, ROWS, build
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "configs" / "paper"
@@ -176,7 +176,7 @@ def test_estimate_budget_equals_the_models_cal_budget():
 
     from calyrex.adapters.baselines import cal_budget
     from calyrex.core.config import CalyrexConfig
-    from calyrex.reproduce import estimate
+    from calyrex.research.reproduce import estimate
 
     for name in ("qwen2.5-1.5b", "llama-3.1-8b"):
         cfg = load_config(PAPER / f"{name}.yaml")

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from calyrex.backbones.resolve import ModelNotFoundError, resolve_model
-from calyrex.ruleworld.pretrain import ASSET_DIR
+from calyrex.research.ruleworld.pretrain import ASSET_DIR
 
 
 def test_ruleworld_and_directories_resolve_locally(tmp_path):

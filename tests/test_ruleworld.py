@@ -5,11 +5,20 @@ import json
 import pytest
 
 from calyrex.eval import grant
-from calyrex.ruleworld import ORDER, Rule, Task, World, apply_rules, attacks, check, check_all
-from calyrex.ruleworld import evaluate as rw_evaluate
-from calyrex.ruleworld.corpus import general_corpus, sft_corpus, write_jsonl
-from calyrex.ruleworld.rules import CONFLICTS, REFUSAL, combinations, compatible
-from calyrex.ruleworld.tasks import answer_correct
+from calyrex.research.ruleworld import (
+    ORDER,
+    Rule,
+    Task,
+    World,
+    apply_rules,
+    attacks,
+    check,
+    check_all,
+)
+from calyrex.research.ruleworld import evaluate as rw_evaluate
+from calyrex.research.ruleworld.corpus import general_corpus, sft_corpus, write_jsonl
+from calyrex.research.ruleworld.rules import CONFLICTS, REFUSAL, combinations, compatible
+from calyrex.research.ruleworld.tasks import answer_correct
 
 FRUIT = Task("copy", "Repeat these words: apple pear fig", "apple pear fig", "fruits")
 

@@ -8,18 +8,18 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import calyrex
-from calyrex.ruleworld import World
-from calyrex.ruleworld.evaluate import EvalConfig, evaluate, generate
-from calyrex.ruleworld.pretrain import (
+from calyrex.research.ruleworld import World
+from calyrex.research.ruleworld.evaluate import EvalConfig, evaluate, generate
+from calyrex.research.ruleworld.pretrain import (
     ASSET_DIR,
     PretrainConfig,
     check_backbone,
     save_backbone,
     train_backbone,
 )
-from calyrex.ruleworld.tasks import list_task
-from calyrex.ruleworld.tokenizer import build_tokenizer
-from calyrex.ruleworld.world import reply
+from calyrex.research.ruleworld.tasks import list_task
+from calyrex.research.ruleworld.tokenizer import build_tokenizer
+from calyrex.research.ruleworld.world import reply
 from calyrex.span.chat import encode_one
 from calyrex.testing import tiny_model
 
@@ -124,7 +124,7 @@ def test_evaluate_runs_on_plain_and_wrapped_models(world):
 
 @pytest.mark.parametrize("budget", [None, 40, 400])
 def test_batches_hold_every_row_once_within_their_budget(budget):
-    from calyrex.ruleworld.evaluate import batches
+    from calyrex.research.ruleworld.evaluate import batches
 
     lengths = [7, 300, 12, 12, 90, 1, 45, 45, 45, 500, 33, 2]
     out = batches(lengths, batch_size=3, batch_tokens=budget)
@@ -142,7 +142,7 @@ def test_batches_hold_every_row_once_within_their_budget(budget):
 @shipped
 def test_generate_by_token_budget_gives_the_same_replies(world):
     """``batch_tokens`` only regroups rows: the replies are those of fixed-size batches."""
-    from calyrex.ruleworld import attacks
+    from calyrex.research.ruleworld import attacks
 
     model, tok = calyrex.load_model("ruleworld", dtype="float32", device="cpu")
     short = [e.messages for e in attacks.rule_examples(world, 6, [("brackets",)], "t-short")]

@@ -8,9 +8,9 @@ import pytest
 import calyrex
 from calyrex.cli import main
 from calyrex.intervals import is_rate
-from calyrex.ruleworld.families import FAMILIES
-from calyrex.ruleworld.report import PLOTS, TABLE, text_table
-from calyrex.ruleworld.train import DEVICE, DTYPE, backbone_dir, backbone_name
+from calyrex.research.ruleworld.families import FAMILIES
+from calyrex.research.ruleworld.report import PLOTS, TABLE, text_table
+from calyrex.research.ruleworld.train import DEVICE, DTYPE, backbone_dir, backbone_name
 
 METHODS = {"base", "calyrex", "lora", "parallel_mlp"}
 
@@ -86,8 +86,8 @@ def test_seeds_report_mean_and_spread_per_method(tmp_path, monkeypatch):
     """--seeds trains once per seed; each rate becomes the mean with its spread (wiring only:
     the per-seed runs are stubbed, the quick demo above covers training and evaluation)."""
     from calyrex.intervals import proportion
-    from calyrex.ruleworld import demo as demo_module
-    from calyrex.ruleworld.evaluate import EvalConfig
+    from calyrex.research.ruleworld import demo as demo_module
+    from calyrex.research.ruleworld.evaluate import EvalConfig
 
     def one_seed(root, cfg, world, path, seed):
         rate = proportion([True] * (seed + 1) + [False] * (3 - seed))
@@ -113,8 +113,8 @@ def test_seeds_report_mean_and_spread_per_method(tmp_path, monkeypatch):
 def test_presets_sizes_and_recorded_command():
     """--full has the issue's power (>= 3 seeds, >= 128 per suite, >= 64 per attack family);
     the default is smaller; a backbone directory is recorded by its name, not its path."""
-    from calyrex.ruleworld.demo import DEFAULT, FULL, _command
-    from calyrex.ruleworld.pretrain import ASSET_DIR
+    from calyrex.research.ruleworld.demo import DEFAULT, FULL, _command
+    from calyrex.research.ruleworld.pretrain import ASSET_DIR
 
     assert len(FULL.seeds) >= 3 and FULL.eval["n"] >= 128 and FULL.eval["family_n"] >= 64
     assert (

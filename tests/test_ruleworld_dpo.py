@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from calyrex.ruleworld.demo import METHODS
-from calyrex.ruleworld.dpo_report import judge, markdown, own_effects, verdict
-from calyrex.ruleworld.dpo_study import FULL, METRICS, gather
+from calyrex.research.ruleworld.demo import METHODS
+from calyrex.research.ruleworld.dpo_report import judge, markdown, own_effects, verdict
+from calyrex.research.ruleworld.dpo_study import FULL, METRICS, gather
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def test_the_docs_blocks_are_current():
 
 @pytest.mark.slow
 def test_quick_run_end_to_end_and_resumes(tmp_path):
-    from calyrex.ruleworld.dpo_study import run_dpo_study
+    from calyrex.research.ruleworld.dpo_study import run_dpo_study
 
     result = run_dpo_study(tmp_path, quick=True)
     assert result["seeds"] == [0]

@@ -2,16 +2,16 @@
 
 import pytest
 
-from calyrex.ruleworld import World, apply_rules, check_all
-from calyrex.ruleworld.attacks import INJECTION_OPENERS
-from calyrex.ruleworld.families import (
+from calyrex.research.ruleworld import World, apply_rules, check_all
+from calyrex.research.ruleworld.attacks import INJECTION_OPENERS
+from calyrex.research.ruleworld.families import (
     DOCUMENTS,
     FAMILIES,
     PARAPHRASED_OPENERS,
     base_items,
     family_examples,
 )
-from calyrex.ruleworld.rules import ORDER
+from calyrex.research.ruleworld.rules import ORDER
 from calyrex.span.chat import encode_chat
 
 N = 18  # two of each rule kind

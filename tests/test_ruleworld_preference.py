@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from calyrex.ruleworld import attacks, families
-from calyrex.ruleworld.checkers import check
-from calyrex.ruleworld.corpus import write_rows
-from calyrex.ruleworld.preference import preference_corpus, rule_pair
-from calyrex.ruleworld.world import World
+from calyrex.research.ruleworld import attacks, families
+from calyrex.research.ruleworld.checkers import check
+from calyrex.research.ruleworld.corpus import write_rows
+from calyrex.research.ruleworld.preference import preference_corpus, rule_pair
+from calyrex.research.ruleworld.world import World
 
 
 def _rows(n: int = 600) -> list[dict]:

@@ -3,8 +3,8 @@
 import json
 
 from calyrex.intervals import proportion
-from calyrex.ruleworld.study import VARIANTS, run_study
-from calyrex.ruleworld.study_report import COLUMNS, render_study, verdicts
+from calyrex.research.ruleworld.study import VARIANTS, run_study
+from calyrex.research.ruleworld.study_report import COLUMNS, render_study, verdicts
 
 
 def test_quick_study_trains_matched_variants_and_renders(tmp_path):
@@ -81,7 +81,7 @@ def test_every_calyrex_variant_has_the_late8th_budget_on_the_shipped_backbone():
 
     from calyrex import CalyrexConfig
     from calyrex.adapters.baselines import cal_budget
-    from calyrex.ruleworld.pretrain import ASSET_DIR
+    from calyrex.research.ruleworld.pretrain import ASSET_DIR
 
     config = AutoConfig.from_pretrained(ASSET_DIR)
     config._attn_implementation = "sdpa"
@@ -101,7 +101,7 @@ def test_every_calyrex_variant_has_the_late8th_budget_on_the_shipped_backbone():
 def test_shipped_ruleworld_config_is_the_study_variant():
     from pathlib import Path
 
-    from calyrex.ruleworld.demo import TRAINING
+    from calyrex.research.ruleworld.demo import TRAINING
     from calyrex.training import TrainConfig
 
     path = Path(__file__).parent.parent / "configs/ruleworld/calyrex-late8th-300steps.yaml"

@@ -7,10 +7,10 @@ import math
 import pytest
 
 from calyrex.cli import main
-from calyrex.study.config import FULL, QUICK
-from calyrex.study.markdown import render
-from calyrex.study.real import runs
-from calyrex.study.report import Metric, metrics, verdict
+from calyrex.research.study.config import FULL, QUICK
+from calyrex.research.study.markdown import render
+from calyrex.research.study.real import runs
+from calyrex.research.study.report import Metric, metrics, verdict
 
 
 def test_verdicts_follow_the_interval_and_the_direction():
@@ -38,7 +38,7 @@ def test_runs_put_the_papers_comparison_first_and_each_dpo_arm_after_its_start()
 def test_a_dpo_run_to_redo_brings_back_the_sft_adapter_it_starts_from(tmp_path):
     """Committed results keep no weights: a DPO run whose evaluation is unfinished and whose
     adapter is gone is trained again, so the SFT run it starts from is needed again too."""
-    from calyrex.study.real import _adapter_needed
+    from calyrex.research.study.real import _adapter_needed
 
     sft, dpo = FULL.arm("parallel_mlp"), FULL.arm("parallel_mlp-dpo")
     for arm in (sft, dpo):
@@ -115,7 +115,7 @@ def test_readme_study_block_is_generated_from_the_committed_report():
 
 
 def test_an_accuracy_without_lm_evals_stderr_gets_lm_evals_formula():
-    from calyrex.study.report import _stderr
+    from calyrex.research.study.report import _stderr
 
     # ARC-Easy as lm-eval reported it on the base model (acc 0.475 of 40, stderr 0.07996…)
     reported = {"metrics": {"acc": 0.475, "acc_stderr": 0.07996393417804533, "n": 40}}
@@ -126,7 +126,7 @@ def test_an_accuracy_without_lm_evals_stderr_gets_lm_evals_formula():
 
 def test_a_gain_minus_a_gain_is_paired_item_by_item():
     """DPO's gain for CALYREX minus LoRA's: (dpo − sft) − (dpo − sft) per item, then bootstrapped."""
-    from calyrex.study.report import _difference, _minus
+    from calyrex.research.study.report import _difference, _minus
 
     def cell(scores):
         items = {f"i{k}": ("g", float(v)) for k, v in enumerate(scores)}
@@ -150,7 +150,7 @@ def test_a_gain_minus_a_gain_is_paired_item_by_item():
 
 
 def test_the_claims_are_worded_from_the_verdicts():
-    from calyrex.study.markdown import claims, dpo_verdict
+    from calyrex.research.study.markdown import claims, dpo_verdict
 
     def row(title, lora, pmlp, **extra):
         diffs = {"lora": {"verdict": lora}, "parallel_mlp": {"verdict": pmlp}}
@@ -205,7 +205,7 @@ def test_the_claims_are_worded_from_the_verdicts():
 
 
 def test_each_change_is_tabled_against_lora_and_against_calyrex_as_it_was():
-    from calyrex.study.markdown import change_table, change_tables
+    from calyrex.research.study.markdown import change_table, change_tables
 
     d = {"value": 0.1, "ci95": [0.05, 0.2], "seed_spread": [0.1, 0.1]}
     row = {"title": "StruQ", "differences": {}}
@@ -237,7 +237,7 @@ def test_tasks_that_describe_themselves_are_the_ones_with_a_description_yaml():
     capability run without a system prompt still has a span on those tasks (``DESCRIBED``)."""
     pytest.importorskip("lm_eval")
     from calyrex.eval.local_tasks import official
-    from calyrex.study.config import CAPABILITY, DESCRIBED
+    from calyrex.research.study.config import CAPABILITY, DESCRIBED
 
     yamls = {
         "arc_easy": "arc/arc_easy.yaml",
@@ -256,7 +256,7 @@ def test_tasks_that_describe_themselves_are_the_ones_with_a_description_yaml():
 
 
 def test_calyrex_is_compared_with_lora_at_equal_steps_and_at_equal_time():
-    from calyrex.study.markdown import differences_table, verdict_counts
+    from calyrex.research.study.markdown import differences_table, verdict_counts
 
     d = {"value": -0.1, "ci95": [-0.2, -0.05], "seed_spread": [-0.1, -0.1]}
     diffs = {"lora": {**d, "verdict": "lora better"}}
@@ -287,7 +287,7 @@ def test_an_arm_names_the_mix_it_trains_on():
 
 
 def test_first_seed_only_rows_do_not_count_as_unfinished_seeds():
-    from calyrex.study.markdown import seeds_in
+    from calyrex.research.study.markdown import seeds_in
 
     def row(per_seed, planned):
         return {"cells": {"lora": {"per_seed": per_seed, "seeds_planned": planned}}}
@@ -307,9 +307,9 @@ def test_the_report_gives_no_verdict_or_claim_from_an_undefined_metric(tmp_path)
     from dataclasses import replace
 
     from calyrex.eval.data import write_json
-    from calyrex.study.config import V1, Arm, Suite
-    from calyrex.study.markdown import claims, results_table
-    from calyrex.study.report import collect
+    from calyrex.research.study.config import V1, Arm, Suite
+    from calyrex.research.study.markdown import claims, results_table
+    from calyrex.research.study.report import collect
 
     cfg = replace(
         V1,
@@ -343,7 +343,7 @@ def test_the_report_gives_no_verdict_or_claim_from_an_undefined_metric(tmp_path)
 
 
 def test_the_trained_study_asks_its_own_held_out_access_dialogues(tmp_path):
-    from calyrex.study.real import eval_data
+    from calyrex.research.study.real import eval_data
 
     assert FULL.val_rows and FULL.suite("mix_access").limit is None
     assert eval_data(tmp_path)["mix_access"] == str(tmp_path / "data" / "sft.val.jsonl")

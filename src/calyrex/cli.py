@@ -9,7 +9,6 @@ is a function plus one line in :data:`COMMANDS`.
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import sys
 import typing
@@ -18,7 +17,9 @@ from typing import Any
 
 from .cli_fields import add_options, description, help_text, options_of, param_docs
 
-# subcommand → "module:function" (imported only when that subcommand runs, so the CLI starts fast)
+# subcommand → "module:function" (imported only when that subcommand runs, so the CLI starts fast);
+# the research wing's subcommands (study, mix, reproduce, ruleworld-*, …) are its entry points
+# (group calyrex.commands in pyproject.toml): commands()
 COMMANDS: dict[str, str] = {
     "placements": "calyrex.commands:placements",
     "inspect": "calyrex.commands:inspect_adapter",
@@ -27,18 +28,9 @@ COMMANDS: dict[str, str] = {
     "report": "calyrex.eval.commands:report_command",
     "train": "calyrex.training.cli:train_command",
     "bench": "calyrex.bench.command:bench",
-    "ruleworld-pretrain": "calyrex.ruleworld.commands:pretrain",
-    "ruleworld-corpus": "calyrex.ruleworld.commands:corpus",
-    "ruleworld-eval": "calyrex.ruleworld.commands:evaluate",
-    "demo": "calyrex.ruleworld.demo:demo",
-    "ablate": "calyrex.ablation:ablate",
     "chat": "calyrex.chat_cli:chat",
     "serve": "calyrex.serve.command:serve",
-    "reproduce": "calyrex.reproduce.command:reproduce",
     "export-vllm": "calyrex.vllm.export:export_vllm_command",
-    "mix": "calyrex.mix.command:mix",
-    "study": "calyrex.study.command:study",
-    "ruleworld-dpo": "calyrex.ruleworld.dpo_study:run_dpo_study",
 }
 
 
@@ -91,15 +83,19 @@ def _add(sub: Any, name: str, fn: Callable[..., Any]) -> argparse.ArgumentParser
     return parser
 
 
-def _load(target: str) -> Callable[..., Any]:
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+def commands() -> dict[str, str]:
+    """Every subcommand: the library's :data:`COMMANDS`, then those packages declare."""
+    from .core import plugins
+
+    return {**COMMANDS, **plugins.table(plugins.COMMANDS)}
 
 
 def subcommand_parser(name: str) -> argparse.ArgumentParser:
     """The parser of ``calyrex NAME`` alone: its flags, its ``--help``."""
+    from .core.plugins import load
+
     sub = argparse.ArgumentParser(prog="calyrex").add_subparsers()
-    return _add(sub, name, _load(COMMANDS[name]))
+    return _add(sub, name, load(commands()[name]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,10 +104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="calyrex", description="CALYREX: system-prompt cross-attention adapters"
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    wanted = argv[0] if argv and argv[0] in COMMANDS else None
-    for name, target in COMMANDS.items():
+    from .core.plugins import load
+
+    table = commands()
+    wanted = argv[0] if argv and argv[0] in table else None
+    for name, target in table.items():
         if wanted in (None, name):
-            _add(sub, name, _load(target))
+            _add(sub, name, load(target))
         else:
             sub.add_parser(name)
     args = vars(parser.parse_args(argv))

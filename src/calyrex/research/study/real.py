@@ -1,0 +1,508 @@
+"""The paper's comparison on a real LLM: one resumable run of every stage.
+
+Stages, in order, each writing where a rerun finds it (a finished unit is never redone):
+
+* ``mix``      ``OUT/data/sft.jsonl`` — the system-prompt SFT mix (``calyrex mix``);
+* ``analyze``  ``OUT/analyze/analysis.json`` — the placement ``calyrex analyze`` recommends;
+* ``sweep``    ``OUT/sweep/chosen.json`` — each method's SFT learning rate, from short seed-0 runs
+  at each value of the grid (:func:`chosen_lr`; DPO's is swept when its first arm trains);
+* ``train``    ``OUT/train/ARM-sSEED/`` — ``calyrex train`` per arm and seed (from its last
+  checkpoint when interrupted; done when ``summary.json`` exists);
+* ``eval``     ``OUT/eval/RUN/SUITE/`` — ``calyrex eval`` per run and suite (finished suites
+  skipped, generated replies appended as they come, so a suite resumes mid-way);
+* ``report``   ``OUT/report.{json,md}`` — :mod:`calyrex.research.study.report`.
+
+``rescore`` (asked for by name, not in the default stages): every finished generation suite scored
+again from its stored replies with the current scorers (a scoring rule fixed after the replies
+were made; nothing is generated).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from .config import Arm, StudyConfig, Suite
+
+STAGES = ("mix", "analyze", "sweep", "train", "eval", "report")
+EXTRA_STAGES = ("rescore",)
+# what a finished unit was made with: a rerun with other values would mix two recipes (arms
+# and suites may be added to a study; evaluation limits are recorded in each suite's run.json)
+RECIPE = ("model", "mix_rows", "preference_rows", "steps", "dpo_steps", "batch_size")
+RECIPE += ("max_length", "lr", "dpo_lr", "dpo_beta", "precision", "analyze_examples")
+RECIPE += ("access", "val_rows", "preference_val_rows", "epochs", "dpo_epochs", "eval_steps")
+RECIPE += ("patience", "lr_grid", "dpo_lr_grid", "sweep_steps", "dpo_sweep_steps")
+
+
+def run_name(arm: Arm, seed: int) -> str:
+    return f"{arm.label}-s{seed}"
+
+
+def _say(msg: str) -> None:
+    print(f"[study {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def real_data(*parts: str) -> Path:
+    from ...eval.data import shared_data_dir
+
+    path = shared_data_dir() / "real"
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"the real data folder {path} is missing (set CALYREX_SHARED_DATA to the shared data)"
+        )
+    return path.joinpath(*parts)
+
+
+def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
+    """``OUT/data/sft.jsonl``, ``OUT/data/preference.jsonl`` (each with its validation split
+    ``*.val.jsonl`` when the recipe holds one out) and the SFT mix of every other access
+    rotation an arm names (``calyrex mix``), each once; a mix made with another recipe is made
+    again while nothing was trained on it."""
+    from ..mix.command import mix
+
+    files = {"sft.jsonl": ("sft", cfg.mix_rows, cfg.access, cfg.val_rows)}
+    files["preference.jsonl"] = ("preference", cfg.preference_rows, cfg.access)
+    files["preference.jsonl"] += (cfg.preference_val_rows,)
+    for arm in cfg.arms:
+        files.setdefault(arm.data, ("sft", cfg.mix_rows, arm.access, 0))
+    for name, (kind, rows, access, val) in files.items():
+        path = out / "data" / name
+        wanted = {"n": rows, "seed": seed, "access": access, "val": val}
+        stats = path.with_suffix(".stats.json")
+        if path.is_file() and stats.is_file():
+            made = json.loads(stats.read_text())["config"]
+            if all(made.get(k, 0) == v for k, v in wanted.items()):
+                _say(f"mix: {path} exists, not rebuilt")
+                continue
+            if (out / "train").is_dir():
+                raise ValueError(
+                    f"{path} was made with {made}, not {wanted}, and runs in "
+                    f"{out / 'train'} trained on it: use a new --out"
+                )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mix(out=str(path), kind=kind, n=rows, seed=seed, access=access, val=val)
+    return out / "data"
+
+
+def choose_layers(cfg: StudyConfig, out: Path) -> list[int]:
+    """The other placement: the band ``calyrex analyze`` recommends on this model, or, when that
+    band is ``late8th``'s own layers, the best band of the same width disjoint from it."""
+    from ...analysis.command import analyze
+    from ...analysis.recommend import best_band
+    from ...core.placement import PRESETS
+
+    file = out / "analyze" / "analysis.json"
+    if not file.is_file():
+        analyze(
+            cfg.model,
+            str(file.parent),
+            max_examples=cfg.analyze_examples,
+            dtype=cfg.precision,
+            progress=False,
+        )
+    result = json.loads(file.read_text())
+    band = result.get("recommended_layers")
+    late = PRESETS["late8th"](result["num_layers"])
+    if band and sorted(band) != sorted(late):
+        return list(band)
+    profiles = list(result["profiles"].values())
+    score = [sum(p[i] for p in profiles) / len(profiles) for i in range(result["num_layers"])]
+    masked = [-1.0 if i in late else s for i, s in enumerate(score)]
+    return best_band(masked[: min(late)], len(late))
+
+
+def _steps(cfg: StudyConfig, arm: Arm, out: Path) -> int:
+    """``cfg.steps``, or for an equal-wall-time arm the steps that fit its reference's time."""
+    if arm.objective == "dpo":
+        return cfg.dpo_steps
+    if arm.steps_like is None:
+        return cfg.steps
+    ref = _summary(out, cfg.arm(arm.steps_like), 0)
+    own = _summary(
+        out,
+        next(
+            a
+            for a in cfg.arms
+            if a.method == arm.method and not a.steps_like and a.objective == "sft"
+        ),
+        0,
+    )
+    per_step = own["seconds"] / own["steps"]
+    return max(1, round(ref["seconds"] / per_step))
+
+
+def _summary(out: Path, arm: Arm, seed: int) -> dict[str, Any]:
+    file = out / "train" / run_name(arm, seed) / "summary.json"
+    if not file.is_file():
+        raise FileNotFoundError(f"{file}: train {arm.label} seed {seed} first")
+    return json.loads(file.read_text())
+
+
+def _val(cfg: StudyConfig, data: Path, arm: Arm) -> Path | None:
+    """The validation split of ``arm``'s mix, when the recipe holds one out."""
+    from ..mix.command import val_path
+
+    rows = cfg.preference_val_rows if arm.objective == "dpo" else cfg.val_rows
+    return val_path(data / arm.data) if rows else None
+
+
+def _train(cfg: StudyConfig, arm: Arm, seed: int, data: Path, where: Path, **kw: Any) -> None:
+    """``calyrex train`` of ``arm`` (seed ``seed``) into ``where``, resumable; ``kw``: the
+    budget and learning rate (TrainConfig fields)."""
+    from ...training.config import TrainConfig
+    from ...training.run import train
+
+    init = None
+    if arm.init_from:
+        init = data.parent / "train" / run_name(cfg.arm(arm.init_from), seed) / "adapter"
+        if not init.is_dir():
+            raise FileNotFoundError(f"{init}: train {arm.init_from} seed {seed} first")
+    val = _val(cfg, data, arm)
+    train(
+        TrainConfig(
+            model=cfg.model,
+            data=str(data / arm.data),
+            eval_data=str(val) if val else None,
+            out=str(where),
+            method=arm.method,
+            placement=arm.placement if arm.placement != "analyze" else "late8th",
+            objective=arm.objective,
+            init_adapter=str(init) if init else None,
+            beta=cfg.dpo_beta,
+            precision=cfg.precision,
+            batch_size=cfg.batch_size,
+            max_length=cfg.max_length,
+            seed=seed,
+            warmup_ratio=0.1,
+            resume=True,
+            progress=False,
+            **kw,
+        )
+    )
+
+
+def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path, layers: list[int] | None) -> float:
+    """``arm``'s learning rate: the recipe's, or with a grid the value whose seed-0 run of
+    ``sweep_steps`` (DPO: ``dpo_sweep_steps``, from the seed-0 SFT adapter) ends at the lowest
+    validation loss — swept once per method and objective, in ``OUT/sweep/`` (resumable), the
+    losses and the choice in ``OUT/sweep/chosen.json``."""
+    dpo = arm.objective == "dpo"
+    grid = cfg.dpo_lr_grid if dpo else cfg.lr_grid
+    if not grid:
+        return cfg.dpo_lr if dpo else cfg.lr
+    if _val(cfg, data, arm) is None:
+        raise ValueError("a learning-rate sweep needs a validation split (val_rows)")
+    key = f"{arm.method}-{arm.objective}"
+    file = out / "sweep" / "chosen.json"
+    chosen = json.loads(file.read_text()) if file.is_file() else {}
+    if key in chosen and chosen[key]["grid"] == list(grid):
+        return chosen[key]["lr"]
+    steps = cfg.dpo_sweep_steps if dpo else cfg.sweep_steps
+    # the method's plain arm (late8th, the study's seeds) stands for every arm of the method
+    losses = {}
+    for lr in grid:
+        where = out / "sweep" / f"{key}-lr{lr:g}"
+        if not (where / "summary.json").is_file():
+            _say(f"sweep {where.name}")
+            plain = replace(arm, placement="late8th")
+            budget = {"lr": lr, "max_steps": steps, "eval_steps": steps, "eval_on_start": False}
+            _train(cfg, plain, 0, data, where, save_steps=max(1, steps // 4), **budget)
+        summary = json.loads((where / "summary.json").read_text())
+        losses[f"{lr:g}"] = summary["validation"]["best"]["eval_loss"]
+    best = min(grid, key=lambda lr: losses[f"{lr:g}"])
+    edge = best in (min(grid), max(grid))
+    chosen[key] = {"lr": best, "grid": list(grid), "steps": steps, "val_loss": losses}
+    chosen[key]["at_grid_edge"] = edge
+    _write(file, chosen)
+    _say(
+        f"sweep {key}: lr {best:g} (validation loss {losses})"
+        + (" at the grid's edge" if edge else "")
+    )
+    return best
+
+
+def train_arm(
+    cfg: StudyConfig, arm: Arm, seed: int, data: Path, out: Path, layers: list[int] | None
+) -> None:
+    where = out / "train" / run_name(arm, seed)
+    if (where / "summary.json").is_file():
+        _say(f"train {where.name}: finished earlier, not rerun")
+        return
+    lr = chosen_lr(cfg, arm, data, out, layers)
+    _say(f"train {where.name} (lr {lr:g})")
+    epochs = cfg.dpo_epochs if arm.objective == "dpo" else cfg.epochs
+    budget: dict[str, Any] = {"lr": lr, "layers": layers if arm.placement == "analyze" else None}
+    if epochs is None:  # a fixed number of steps (the first study)
+        steps = _steps(cfg, arm, out)
+        budget |= {"max_steps": steps, "save_steps": max(1, cfg.steps // 4)}
+        budget |= {"logging_steps": max(1, cfg.steps // 8)}
+    else:  # to convergence: the best validation loss within ``epochs``, --patience
+        budget |= {"epochs": epochs, "eval_steps": cfg.eval_steps, "patience": cfg.patience}
+        budget |= {"save_steps": cfg.eval_steps, "logging_steps": max(1, cfg.eval_steps // 5)}
+    _train(cfg, arm, seed, data, where, **budget)
+
+
+def eval_data(out: Path | None = None) -> dict[str, str]:
+    """Where the suites that take a ``--data`` path find their data: the shared copies, and the
+    study's own held-out access dialogues (``OUT/data/sft.val.jsonl``, for ``mix_access``)."""
+    data = {"tensortrust": str(real_data("attacks", "tensortrust"))}
+    if out is not None:
+        from ..mix.command import val_path
+
+        data["mix_access"] = str(val_path(out / "data" / "sft.jsonl"))
+    return data
+
+
+def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first: bool) -> None:
+    """Every suite of ``cfg`` on one model (loaded once, only if a suite is left to do);
+    ``first``: the base or an arm's first seed (``first_seed_only`` suites run only there)."""
+    from ...eval.bench import EvalConfig
+    from ...eval.generate import Generator
+    from ...eval.runner import evaluate
+
+    cache: dict[str, Any] = {}
+
+    def loader_for(suite: Suite) -> Callable[[], tuple[Any, Any]]:
+        def load() -> tuple[Any, Any]:
+            if "model" not in cache:
+                from ...adapters.loading import load_model
+
+                cache["model"], cache["tok"] = load_model(
+                    cfg.model, adapter and str(adapter), dtype=cfg.precision
+                )
+            batch = suite.batch_size or cfg.eval_batch_size
+            gen = Generator(cache["model"], cache["tok"], suite.max_new_tokens, batch)
+            return gen, None
+
+        return load
+
+    for suite in due(cfg, first):
+        if finished(out, run, suite) is not None:
+            continue
+        where = out / "eval" / run / suite.key
+        _say(f"eval {run} {suite.key}")
+        config = EvalConfig(
+            data=eval_data(out),
+            limit=suite.limit,
+            max_new_tokens=suite.max_new_tokens,
+            batch_size=suite.batch_size or cfg.eval_batch_size,
+            system_prompt=suite.system_prompt,
+            shots=list(suite.shots) if suite.shots else None,
+        )
+        info = {"label": run, "model": cfg.model, "adapter": adapter and str(adapter)}
+        evaluate([suite.name], where, config, loader=loader_for(suite), run_info=info)
+
+
+def runs(cfg: StudyConfig) -> list[tuple[str, Arm | None, int | None]]:
+    """(run name, arm, seed) of every model, in the order they are made: the base, then the
+    paper's comparison (the SFT arms trained on every seed) seed by seed, so a study cut short
+    holds whole comparisons; then the DPO arms (each starts from one of those), then the extra
+    arms (another placement, equal wall time)."""
+    out: list[tuple[str, Arm | None, int | None]] = [("base", None, None)]
+    seeds = sorted({s for a in cfg.arms for s in cfg.seeds_of(a)})
+    main = [a for a in cfg.arms if not a.init_from and a.seeds is None]
+    dpo = [a for a in cfg.arms if a.init_from]
+    extra = [a for a in cfg.arms if not a.init_from and a.seeds is not None]
+    for group in (main, dpo, extra):
+        for seed in seeds:
+            for arm in group:
+                if seed in cfg.seeds_of(arm):
+                    out.append((run_name(arm, seed), arm, seed))
+    return out
+
+
+def due(cfg: StudyConfig, first: bool) -> list[Suite]:
+    """The suites a run is evaluated on (``first``: the base or an arm's first seed)."""
+    return [s for s in cfg.suites if first or not s.first_seed_only]
+
+
+def finished(out: Path, run: str, suite: Suite) -> dict[str, Any] | None:
+    """The record ``calyrex eval`` wrote for ``suite`` on ``run``, when it finished (``ok``)."""
+    file = out / "eval" / run / suite.key / f"{suite.name}.json"
+    if not file.is_file():
+        return None
+    record = json.loads(file.read_text())
+    return record if record.get("status") == "ok" else None
+
+
+def _eval_done(cfg: StudyConfig, out: Path, run: str, first: bool) -> bool:
+    return all(finished(out, run, suite) is not None for suite in due(cfg, first))
+
+
+def _adapter_needed(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> bool:
+    """Whether this run's adapter is still to be used: by its evaluation, or by a DPO arm after
+    it that is not trained yet or must be trained again (its own adapter gone and still needed)."""
+    first = seed == cfg.seeds_of(arm)[0]
+    if not _eval_done(cfg, out, run_name(arm, seed), first):
+        return True
+    for later in (a for a in cfg.arms if a.init_from == arm.label and seed in cfg.seeds_of(a)):
+        where = out / "train" / run_name(later, seed)
+        if not (where / "summary.json").is_file():
+            return True
+        if not (where / "adapter").is_dir() and _adapter_needed(cfg, out, later, seed):
+            return True
+    return False
+
+
+def _forget_if_adapter_gone(where: Path) -> None:
+    """A run whose adapter is not kept (committed results hold no weights) is trained again."""
+    summary = where / "summary.json"
+    if summary.is_file() and not (where / "adapter").is_dir():
+        _say(f"train {where.name}: its adapter is not here and is still needed: training again")
+        summary.rename(where / "summary.previous.json")
+
+
+def run_study(
+    cfg: StudyConfig,
+    out: str | Path,
+    stages: tuple[str, ...] = STAGES,
+    command: str = "",
+    only: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Run ``stages`` of the study into ``out``; returns the report (when it was a stage).
+    ``only``: train and evaluate just these runs (``base``, ``lora-s0``, …), for a part of the
+    study at a time; the report still covers everything finished."""
+    from .report import write_report
+
+    unknown = set(stages) - set(STAGES) - set(EXTRA_STAGES)
+    if unknown:
+        names = ", ".join(STAGES + EXTRA_STAGES)
+        raise ValueError(f"unknown stages {sorted(unknown)}; choose from {names}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    plan = out / "study.json"
+    previous = json.loads(plan.read_text()) if plan.is_file() else {}
+    old, new = previous.get("config") or {}, _jsonable(cfg)
+    changed = [k for k in RECIPE if k in old and old[k] != new[k]]
+    trained = any((out / part).is_dir() for part in ("train", "sweep"))
+    if changed and trained:  # (evaluating the base does not depend on the recipe)
+        raise ValueError(
+            f"{out} holds a study trained with other {', '.join(changed)} ({plan}); "
+            "use a new --out or delete it"
+        )
+    layers = previous.get("analyze_layers")
+    record = {"config": _jsonable(cfg), "command": command, "wall_s": previous.get("wall_s", {})}
+    record["analyze_layers"] = layers
+    data = out / "data"
+
+    def timed(stage: str, fn: Callable[[], Any]) -> Any:
+        t = time.time()
+        result = fn()
+        record["wall_s"][stage] = round(record["wall_s"].get(stage, 0) + time.time() - t, 1)
+        if stage == "analyze":
+            record["analyze_layers"] = result
+        _write(plan, record)
+        return result
+
+    if "mix" in stages:
+        data = timed("mix", lambda: make_mix(cfg, out))
+    if "analyze" in stages or ("train" in stages and layers is None):
+        layers = timed("analyze", lambda: choose_layers(cfg, out))
+        _say(f"analyze: the other placement is layers {layers}")
+    if "sweep" in stages:
+        for arm in {a.method: a for a in reversed(cfg.arms) if a.objective == "sft"}.values():
+            timed("sweep", lambda a=arm: chosen_lr(cfg, a, data, out, layers))
+    known = {r for r, _, _ in runs(cfg)}
+    if set(only) - known:
+        raise ValueError(f"unknown runs {sorted(set(only) - known)}; choose from {sorted(known)}")
+    for run, arm, seed in runs(cfg):  # each model trained, then evaluated, before the next
+        if only and run not in only:
+            continue
+        if arm is not None and "train" in stages:
+            if _adapter_needed(cfg, out, arm, seed):
+                _forget_if_adapter_gone(out / "train" / run)
+            timed("train", lambda a=arm, s=seed: train_arm(cfg, a, s, data, out, layers))
+        if "eval" in stages:
+            adapter = None if arm is None else out / "train" / run / "adapter"
+            first = arm is None or seed == cfg.seeds_of(arm)[0]
+            timed("eval", lambda r=run, a=adapter, f=first: eval_run(cfg, r, a, out, f))
+    if "rescore" in stages:
+        rescore(cfg, out)
+    report = timed("report", lambda: write_report(cfg, out)) if "report" in stages else {}
+    _say(f"done in {time.time() - start:.0f} s ({out})")
+    return report
+
+
+def rescore(cfg: StudyConfig, out: Path) -> list[str]:
+    """Score every finished generation suite of every run again from its stored replies with the
+    current scorers (the record and its details rewritten, the replies untouched); returns the
+    ``RUN/SUITE`` keys rescored."""
+    from ...eval.bench import Context, EvalConfig
+    from ...eval.runner import make_benchmark, run_one
+
+    done = []
+    for run, _, _ in runs(cfg):
+        for suite in cfg.suites:
+            where = out / "eval" / run / suite.key
+            replies = where / f"{suite.name}.responses.jsonl"
+            bench = make_benchmark(suite.name)
+            if finished(out, run, suite) is None or not replies.is_file() or hasattr(bench, "run"):
+                continue
+            stored = json.loads((where / "run.json").read_text())["config"]
+            ctx = Context(EvalConfig(**stored), where)
+            if suite.name == "msj_hijack":
+                _borrow_right_codes(cfg, out, run, bench.load(stored["data"].get(suite.name), ctx))
+            record = run_one(bench, ctx, str(replies))
+            cost = {
+                k: v for k, v in finished(out, run, suite).items() if k in ("seconds", "tokens")
+            }
+            _write(where / f"{suite.name}.json", record | cost)  # what generating them cost
+            done.append(f"{run}/{suite.key}")
+    _say(f"rescore: {len(done)} suites scored again from their replies")
+    return done
+
+
+def _borrow_right_codes(cfg: StudyConfig, out: Path, run: str, items: list[dict]) -> int:
+    """Many-shot replies made before the suite asked each sample's right code (the first study)
+    get it from the same run's Tensor Trust reply to the *identical* prompt (the defence with its
+    code, no shots: ``msj_hijack.conversation`` is ``tensortrust._conversation`` there), marked
+    ``borrowed_from``; the grant verdict reads only the reply's first line, which both suites'
+    reply lengths hold. Returns how many were added."""
+    from ...eval.data import append_row, read_rows
+
+    suite = next(s for s in cfg.suites if s.name == "msj_hijack")
+    file = out / "eval" / run / suite.key / "msj_hijack.responses.jsonl"
+    have = {r["id"] for r in read_rows(file)}
+    tt = next((s for s in cfg.suites if s.name == "tensortrust"), None)
+    source = tt and out / "eval" / run / tt.key / "tensortrust.responses.jsonl"
+    if source is None or not source.is_file():
+        return 0
+    codes = {r["id"]: r for r in read_rows(source)}
+    added = 0
+    for item in items:
+        row = codes.get(f"hijacking:{item['sample_id']}:access")
+        if item.get("access") and item["id"] not in have and row and not row.get("skipped"):
+            append_row(
+                file,
+                {"id": item["id"], "response": row["response"]} | {"borrowed_from": "tensortrust"},
+            )
+            added += 1
+    return added
+
+
+def _jsonable(cfg: StudyConfig) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(cfg)))
+
+
+def _write(path: Path, data: Any) -> None:
+    from ...eval.data import write_json
+
+    write_json(path, data)
+
+
+PRESETS = ("full", "v1", "quick")
+
+
+def preset(name: str) -> StudyConfig:
+    """``full`` (the powered evaluation), ``v1`` (the first study's sizes) or ``quick``."""
+    from .config import FULL, QUICK, V1
+
+    presets = {"full": FULL, "v1": V1, "quick": QUICK}
+    if name not in presets:
+        raise ValueError(f"unknown preset {name!r}; choose from {', '.join(presets)}")
+    return replace(presets[name])
