@@ -127,7 +127,7 @@ def _app_imports(path: Path, source: str | None = None) -> list[str]:
 def test_the_core_never_reaches_up_to_the_apps():
     """The core a reader must trust, the span rule, the one loader and the resolver stand below
     every app: none of them imports an app, not even lazily inside a function (RuleWorld
-    declares its backbone as an entry point of the group ``calyrex.models``; the resolver
+    declares its backbone as an entry point of the group ``calyrex_models``; the resolver
     imports it only when that name is resolved)."""
     offenders = {
         str(f.relative_to(SRC)): _app_imports(f) for pkg in FOUNDATION for f in _package_files(pkg)

@@ -19,7 +19,7 @@ from .cli_fields import add_options, description, help_text, options_of, param_d
 
 # subcommand → "module:function" (imported only when that subcommand runs, so the CLI starts fast);
 # the research wing's subcommands (study, mix, reproduce, ruleworld-*, …) are its entry points
-# (group calyrex.commands in pyproject.toml): commands()
+# (group calyrex_commands in pyproject.toml): commands()
 COMMANDS: dict[str, str] = {
     "placements": "calyrex.commands:placements",
     "inspect": "calyrex.commands:inspect_adapter",

@@ -174,7 +174,7 @@ def read_jsonl(path: str | Path) -> list[RuleExample]:
 
 def load_examples(data: str | None = None, split: str = "train") -> list[RuleExample]:
     """``None``/``"builtin"``: the built-in set; ``"NAME[:SEED]"``: a set a package declares (an
-    entry point of ``calyrex.analysis_data``: ``ruleworld``, RuleWorld's); a ``.jsonl``
+    entry point of ``calyrex_analysis_data``: ``ruleworld``, RuleWorld's); a ``.jsonl``
     path; else a ``datasets`` source with the five fields."""
     if data in (None, "builtin"):
         return builtin_examples()

