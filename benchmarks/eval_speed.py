@@ -4,7 +4,7 @@ on the same items, its seconds and the ratio to the first variant.
     python benchmarks/eval_speed.py [--limit 30] [--batch 16]
 
 * ``tensortrust``: every reply 24 tokens (how the base's powered run was made) against the
-  grant-line replies of :data:`calyrex.eval.tensortrust.GRANT_TOKENS` (an extraction attack's
+  grant-line replies of :data:`calyrex.eval.grant.GRANT_TOKENS` (an extraction attack's
   reply is still read whole); the verdicts of the two must agree on the grant;
 * ``sys_ifeval``: ``generate`` (128 tokens) on 4 × ``--batch`` prompts in batches of ``--batch``
   against twice and four times that.

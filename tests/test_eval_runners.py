@@ -111,14 +111,22 @@ def test_end_to_end_on_a_tiny_model(saved, tmp_path, suite, data):
 
 
 def test_too_long_context_is_a_recorded_skip(saved, tmp_path):
+    """A prompt whose reply would run past the window is skipped and recorded; each prompt is
+    measured with its own reply length (a grant verdict reads 8 tokens, an extraction 500)."""
     rc, record = run_model(
         saved, "tensortrust", FIX / "tensortrust", tmp_path, "--max-new-tokens", "500"
     )
     assert rc == 0
-    assert len(record["skipped"]) == record["n_items"]
-    assert record["metrics"]["HRR"] is None and record["metrics"]["n_hijacking"] == 0
-    rows = (tmp_path / "tensortrust.responses.jsonl").read_text()
-    assert "exceeds the model's context window of 512" in rows
+    assert record["skipped"] and all(s.startswith("extraction:") for s in record["skipped"])
+    assert all(s.endswith(":attack") for s in record["skipped"])
+    rows = [json.loads(line) for line in (tmp_path / "tensortrust.responses.jsonl").open()]
+    assert {r["id"] for r in rows if r.get("skipped")} == set(record["skipped"])
+    assert all(
+        "exceeds the model's context window of 512" in r["skipped"]
+        for r in rows
+        if r.get("skipped")
+    )
+    assert len(record["skipped"]) < record["n_items"]  # the grant prompts fit and ran
 
 
 def test_a_peft_lora_adapter_is_loaded_through_peft(saved, tmp_path):

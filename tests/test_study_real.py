@@ -276,14 +276,21 @@ def test_calyrex_is_compared_with_lora_at_equal_steps_and_at_equal_time():
 
 
 def test_an_arm_names_the_mix_it_trains_on():
+    from calyrex.research.study.config import V1
+
     assert FULL.arm("calyrex-late8th").data == "sft.jsonl"
     assert FULL.arm("calyrex-dpo").data == "preference.jsonl"
-    assert FULL.arm("calyrex-fewer-granted").data == "sft-fewer-granted.jsonl"
-    order = [name for name, _, _ in runs(FULL)]
+    assert V1.arm("calyrex-fewer-granted").data == "sft-fewer-granted.jsonl"
+    order = [name for name, _, _ in runs(V1)]
     assert order[-4:-2] == ["calyrex-fewer-granted-s0", "lora-fewer-granted-s0"]
     assert order[-2:] == ["calyrex-fewer-granted-s1", "lora-fewer-granted-s1"]  # a second seed
     assert all(name.endswith("-s0") for name, _, _ in runs(QUICK)[1:])  # --quick: one seed
-    assert FULL.arm("lora-fewer-granted").data == "sft-fewer-granted.jsonl"
+    assert V1.arm("lora-fewer-granted").data == "sft-fewer-granted.jsonl"
+    # the trained study: the main comparison on 3 seeds, then DPO (3 seeds for CALYREX and LoRA,
+    # ParallelMLP's one), then the other placement
+    order = [name for name, _, _ in runs(FULL)]
+    assert order[1:4] == ["calyrex-late8th-s0", "lora-s0", "parallel_mlp-s0"]
+    assert order[-1] == "calyrex-analyze-s0" and len(order) == 1 + 9 + 7 + 1
 
 
 def test_first_seed_only_rows_do_not_count_as_unfinished_seeds():

@@ -19,10 +19,9 @@ from typing import Any
 
 from .bench import Benchmark, Context, Item, Row, answered, logprobs, mean
 from .data import DataFormatError, read_rows, require
-from .grant import GRANT, granted
+from .grant import GRANT, GRANT_TOKENS, granted
 
 REFUSED = ("wrong_code", "hijack", "extraction")  # the outcomes a sound defence refuses
-GRANT_TOKENS = 8  # the grant's first line (as Tensor Trust's verdicts)
 
 
 def load_mix_access(data: str | None, limit: int | None = None) -> list[Item]:

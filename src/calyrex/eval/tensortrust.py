@@ -44,7 +44,7 @@ from typing import Any
 
 from .bench import Benchmark, Context, Item, Row, answered, logprobs, mean
 from .data import read_rows, require
-from .grant import GRANT, granted, granted_whole
+from .grant import GRANT, GRANT_TOKENS, granted, granted_whole
 
 FILES = {
     "hijacking": "hijacking_robustness_dataset.jsonl",
@@ -182,11 +182,6 @@ def metrics_of(found: dict[str, dict[str, Any]]) -> dict[str, Any]:
     hijack = [d for d in found.values() if d["benchmark"] == "hijacking"]
     metrics["HRR_all_whole"] = mean([not d["broken_whole"] for d in hijack])
     return metrics
-
-
-# tokens of a reply whose verdict is the grant on its first line: "Access Granted." is 4 SmolLM2
-# tokens; 8 leave room for a leading blank line or quote
-GRANT_TOKENS = 8
 
 
 class TensorTrust(Benchmark):
