@@ -5,10 +5,10 @@
 
 Every ``.py`` file under ``src/calyrex`` is parsed with :mod:`ast` (nothing is imported) and
 belongs to a *unit*: its top-level subpackage (``calyrex/serve/…`` → ``serve``) or, for a module
-directly in the package, that module (``calyrex/cli.py`` → ``cli``); ``calyrex/__init__.py``
+directly in the package, that module (``calyrex/intervals.py`` → ``intervals``); ``calyrex/__init__.py``
 is the unit ``calyrex``. An import statement anywhere in a file (module level or inside a
 function; not under ``if TYPE_CHECKING:``) is an edge from its unit to the unit it names.
-A string naming a calyrex module (``"calyrex.eval.commands:eval_command"``, imported later by
+A string naming a calyrex module (``"calyrex.eval.command:eval_command"``, imported later by
 ``importlib``) is an edge *by name*, drawn dashed and left out of the floors.
 
 The floors are topological levels over the import edges: a unit that imports no other unit is

@@ -3,7 +3,7 @@
 import io
 
 import calyrex
-from calyrex.chat_cli import session
+from calyrex.cli.chat import session
 from calyrex.testing import tiny_model, tiny_tokenizer
 
 
@@ -11,7 +11,7 @@ def test_scripted_session_keeps_history_and_system_prompt(tmp_path, monkeypatch)
     """Each turn the model sees the system prompt, every earlier turn (its own replies as they
     were printed) and the new user line; /reset keeps only the system prompt. The adapter is
     trained-looking (random weights), so the replies depend on the span it is given."""
-    import calyrex.chat_cli as chat_cli
+    import calyrex.cli.chat as chat_cli
     from calyrex.testing import randomize_adapters
 
     tok = tiny_tokenizer("chatml")

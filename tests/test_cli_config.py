@@ -14,7 +14,7 @@ from calyrex import cli
 from calyrex.adapters.methods import METHODS
 from calyrex.backbones.precision import PRECISIONS
 from calyrex.bench.config import BenchConfig
-from calyrex.cli_fields import add_options, options_from
+from calyrex.cli.fields import add_options, options_from
 from calyrex.training.config import TrainConfig
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cli_fields import options_from
+from ..cli.fields import options_from
 from .config import BenchConfig
 
 

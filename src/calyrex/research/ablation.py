@@ -155,7 +155,7 @@ def _evaluate(
     """An ordinary eval run (``OUT``, as ``calyrex eval`` writes it) of the base
     (``adapter=None``) or one adapter: ``{"SUITE/METRIC": value}`` from its summary."""
     from ..eval.bench import EvalConfig
-    from ..eval.commands import parse_data
+    from ..eval.command import parse_data
     from ..eval.runner import evaluate_model, resolve_suites
 
     suites = resolve_suites(suite)

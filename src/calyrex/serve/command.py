@@ -1,4 +1,4 @@
-"""``calyrex serve``: the options are this function's signature (see calyrex/cli.py)."""
+"""``calyrex serve``: the options are this function's signature (see calyrex/cli/__init__.py)."""
 
 from __future__ import annotations
 

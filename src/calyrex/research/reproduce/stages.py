@@ -84,7 +84,7 @@ def data_args(data: dict[str, str], suites: list[str]) -> list[str]:
 
 def eval_config(run: Run) -> Any:
     from ...eval.bench import EvalConfig
-    from ...eval.commands import parse_data
+    from ...eval.command import parse_data
 
     spec = run.cfg.eval
     data = data_args(spec.data, run.suites)

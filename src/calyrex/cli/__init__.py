@@ -2,7 +2,7 @@
 
 Each subcommand is a function whose signature is its options (``--max-steps`` ↔ ``max_steps``;
 a positional-only parameter is a positional argument); one marked ``@options_from(SomeConfig)``
-also takes one flag per field of that dataclass (:mod:`calyrex.cli_fields`). Adding a subcommand
+also takes one flag per field of that dataclass (:mod:`calyrex.cli.fields`). Adding a subcommand
 is a function plus one line in :data:`COMMANDS`.
 """
 
@@ -15,20 +15,20 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .cli_fields import add_options, description, help_text, options_of, param_docs
+from .fields import add_options, description, help_text, options_of, param_docs
 
 # subcommand → "module:function" (imported only when that subcommand runs, so the CLI starts fast);
 # the research wing's subcommands (study, mix, reproduce, ruleworld-*, …) are its entry points
 # (group calyrex_commands in pyproject.toml): commands()
 COMMANDS: dict[str, str] = {
-    "placements": "calyrex.commands:placements",
-    "inspect": "calyrex.commands:inspect_adapter",
+    "placements": "calyrex.cli.command:placements",
+    "inspect": "calyrex.cli.command:inspect_adapter",
     "analyze": "calyrex.analysis.command:analyze",
-    "eval": "calyrex.eval.commands:eval_command",
-    "report": "calyrex.eval.commands:report_command",
-    "train": "calyrex.training.cli:train_command",
+    "eval": "calyrex.eval.command:eval_command",
+    "report": "calyrex.eval.command:report_command",
+    "train": "calyrex.training.command:train_command",
     "bench": "calyrex.bench.command:bench",
-    "chat": "calyrex.chat_cli:chat",
+    "chat": "calyrex.cli.chat:chat",
     "serve": "calyrex.serve.command:serve",
     "export-vllm": "calyrex.vllm.export:export_vllm_command",
 }
@@ -85,14 +85,14 @@ def _add(sub: Any, name: str, fn: Callable[..., Any]) -> argparse.ArgumentParser
 
 def commands() -> dict[str, str]:
     """Every subcommand: the library's :data:`COMMANDS`, then those packages declare."""
-    from .core import plugins
+    from ..core import plugins
 
     return {**COMMANDS, **plugins.table(plugins.COMMANDS)}
 
 
 def subcommand_parser(name: str) -> argparse.ArgumentParser:
     """The parser of ``calyrex NAME`` alone: its flags, its ``--help``."""
-    from .core.plugins import load
+    from ..core.plugins import load
 
     sub = argparse.ArgumentParser(prog="calyrex").add_subparsers()
     return _add(sub, name, load(commands()[name]))
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="calyrex", description="CALYREX: system-prompt cross-attention adapters"
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    from .core.plugins import load
+    from ..core.plugins import load
 
     table = commands()
     wanted = argv[0] if argv and argv[0] in table else None

@@ -7,8 +7,8 @@ from typing import Any, TextIO
 
 import torch
 
-from .adapters.methods import accept_system_mask
-from .span.chat import encode_chat
+from ..adapters.methods import accept_system_mask
+from ..span.chat import encode_chat
 
 
 def reply(model: Any, tok: Any, conversation: list[dict[str, str]], max_new_tokens: int) -> str:
@@ -50,7 +50,7 @@ def chat(
     model: str, adapter: str | None = None, system: str | None = None, max_new_tokens: int = 128
 ) -> None:
     """Chat in the terminal with MODEL (+ ADAPTER) under an optional --system prompt; /reset, /quit."""
-    from .adapters.loading import load_model
+    from ..adapters.loading import load_model
 
     loaded, tok = load_model(model, adapter)
     session(loaded, tok, system, max_new_tokens, sys.stdin, sys.stdout)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .core.placement import PRESETS, placement_layers
+from ..core.placement import PRESETS, placement_layers
 
 
 def placements(num_layers: int = 28) -> None:
@@ -17,7 +17,7 @@ def placements(num_layers: int = 28) -> None:
 
 def inspect_adapter(adapter: str) -> None:
     """Print an adapter's method, placement, base model and size without loading a model."""
-    from .core.adapter_io import read_config, read_weights
+    from ..core.adapter_io import read_config, read_weights
 
     directory = Path(adapter)
     config = read_config(directory)

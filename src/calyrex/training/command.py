@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..cli_fields import options_from
+from ..cli.fields import options_from
 from .config import TrainConfig
 
 
