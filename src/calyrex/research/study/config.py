@@ -224,3 +224,15 @@ QUICK = replace(
     analyze_examples=16,
     resamples=200,
 )
+
+
+# CALYREX late8th is compared with each, paired: label → name in words (LoRA at equal steps,
+# ParallelMLP, and LoRA given CALYREX's wall time: the issue's "equal steps and equal time")
+BASELINES = {"lora": "LoRA", "parallel_mlp": "ParallelMLP", "lora-equal-time": "LoRA at equal time"}
+CALYREX = "calyrex-late8th"
+# the changes the comparison pointed to (issue 27, item 5): arm → (what it changes, in words;
+# the LoRA arm it is compared with: LoRA as it was, or LoRA given the same change)
+CHANGES = {
+    "calyrex-equal-time": ("CALYREX at LoRA's time", "lora"),
+    "calyrex-fewer-granted": ("CALYREX on fewer granted", "lora-fewer-granted"),
+}

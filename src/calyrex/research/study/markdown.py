@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .report import BASELINES, CALYREX, CHANGES
+from .config import BASELINES, CALYREX, CHANGES
 
 
 def _pct(x: float, scale: float = 100) -> str:

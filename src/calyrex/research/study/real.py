@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Arm, StudyConfig, Suite
+from .plan import due, finished, run_name, runs
 
 STAGES = ("mix", "analyze", "sweep", "train", "eval", "report")
 EXTRA_STAGES = ("rescore",)
@@ -36,10 +37,6 @@ RECIPE = ("model", "mix_rows", "preference_rows", "steps", "dpo_steps", "batch_s
 RECIPE += ("max_length", "lr", "dpo_lr", "dpo_beta", "precision", "analyze_examples")
 RECIPE += ("access", "val_rows", "preference_val_rows", "epochs", "dpo_epochs", "eval_steps")
 RECIPE += ("patience", "lr_grid", "dpo_lr_grid", "sweep_steps", "dpo_sweep_steps")
-
-
-def run_name(arm: Arm, seed: int) -> str:
-    return f"{arm.label}-s{seed}"
 
 
 def _say(msg: str) -> None:
@@ -295,38 +292,6 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
         )
         info = {"label": run, "model": cfg.model, "adapter": adapter and str(adapter)}
         evaluate([suite.name], where, config, loader=loader_for(suite), run_info=info)
-
-
-def runs(cfg: StudyConfig) -> list[tuple[str, Arm | None, int | None]]:
-    """(run name, arm, seed) of every model, in the order they are made: the base, then the
-    paper's comparison (the SFT arms trained on every seed) seed by seed, so a study cut short
-    holds whole comparisons; then the DPO arms (each starts from one of those), then the extra
-    arms (another placement, equal wall time)."""
-    out: list[tuple[str, Arm | None, int | None]] = [("base", None, None)]
-    seeds = sorted({s for a in cfg.arms for s in cfg.seeds_of(a)})
-    main = [a for a in cfg.arms if not a.init_from and a.seeds is None]
-    dpo = [a for a in cfg.arms if a.init_from]
-    extra = [a for a in cfg.arms if not a.init_from and a.seeds is not None]
-    for group in (main, dpo, extra):
-        for seed in seeds:
-            for arm in group:
-                if seed in cfg.seeds_of(arm):
-                    out.append((run_name(arm, seed), arm, seed))
-    return out
-
-
-def due(cfg: StudyConfig, first: bool) -> list[Suite]:
-    """The suites a run is evaluated on (``first``: the base or an arm's first seed)."""
-    return [s for s in cfg.suites if first or not s.first_seed_only]
-
-
-def finished(out: Path, run: str, suite: Suite) -> dict[str, Any] | None:
-    """The record ``calyrex eval`` wrote for ``suite`` on ``run``, when it finished (``ok``)."""
-    file = out / "eval" / run / suite.key / f"{suite.name}.json"
-    if not file.is_file():
-        return None
-    record = json.loads(file.read_text())
-    return record if record.get("status") == "ok" else None
 
 
 def _eval_done(cfg: StudyConfig, out: Path, run: str, first: bool) -> bool:

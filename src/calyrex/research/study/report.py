@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import CAPABILITY, DESCRIBED, StudyConfig
-from .real import finished, run_name, runs
+from .config import BASELINES, CALYREX, CAPABILITY, CHANGES, DESCRIBED, StudyConfig
+from .plan import finished, run_name, runs
 
 Z95 = 1.959964
 
@@ -169,18 +169,6 @@ def metrics(cfg: StudyConfig) -> list[Metric]:
                 where = "task description" if suite.name in DESCRIBED else "no system prompt"
             out.append(Metric(suite.key, "acc", f"{suite.name} acc ({where})", capability=where))
     return out
-
-
-# CALYREX late8th is compared with each, paired: label → name in words (LoRA at equal steps,
-# ParallelMLP, and LoRA given CALYREX's wall time: the issue's "equal steps and equal time")
-BASELINES = {"lora": "LoRA", "parallel_mlp": "ParallelMLP", "lora-equal-time": "LoRA at equal time"}
-CALYREX = "calyrex-late8th"
-# the changes the comparison pointed to (issue 27, item 5): arm → (what it changes, in words;
-# the LoRA arm it is compared with: LoRA as it was, or LoRA given the same change)
-CHANGES = {
-    "calyrex-equal-time": ("CALYREX at LoRA's time", "lora"),
-    "calyrex-fewer-granted": ("CALYREX on fewer granted", "lora-fewer-granted"),
-}
 
 
 def _items(cfg: StudyConfig, out: Path, run: str, m: Metric) -> dict[str, tuple[str, float]] | None:

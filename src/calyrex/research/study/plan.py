@@ -1,0 +1,47 @@
+"""The study's plan: each run's name, the order runs are made in, the suites a run is evaluated on
+and whether one is finished — what the orchestrator (:mod:`.real`) and the report (:mod:`.report`)
+both read, so neither imports the other's module for it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .config import Arm, StudyConfig, Suite
+
+
+def run_name(arm: Arm, seed: int) -> str:
+    return f"{arm.label}-s{seed}"
+
+
+def runs(cfg: StudyConfig) -> list[tuple[str, Arm | None, int | None]]:
+    """(run name, arm, seed) of every model, in the order they are made: the base, then the
+    paper's comparison (the SFT arms trained on every seed) seed by seed, so a study cut short
+    holds whole comparisons; then the DPO arms (each starts from one of those), then the extra
+    arms (another placement, equal wall time)."""
+    out: list[tuple[str, Arm | None, int | None]] = [("base", None, None)]
+    seeds = sorted({s for a in cfg.arms for s in cfg.seeds_of(a)})
+    main = [a for a in cfg.arms if not a.init_from and a.seeds is None]
+    dpo = [a for a in cfg.arms if a.init_from]
+    extra = [a for a in cfg.arms if not a.init_from and a.seeds is not None]
+    for group in (main, dpo, extra):
+        for seed in seeds:
+            for arm in group:
+                if seed in cfg.seeds_of(arm):
+                    out.append((run_name(arm, seed), arm, seed))
+    return out
+
+
+def due(cfg: StudyConfig, first: bool) -> list[Suite]:
+    """The suites a run is evaluated on (``first``: the base or an arm's first seed)."""
+    return [s for s in cfg.suites if first or not s.first_seed_only]
+
+
+def finished(out: Path, run: str, suite: Suite) -> dict[str, Any] | None:
+    """The record ``calyrex eval`` wrote for ``suite`` on ``run``, when it finished (``ok``)."""
+    file = out / "eval" / run / suite.key / f"{suite.name}.json"
+    if not file.is_file():
+        return None
+    record = json.loads(file.read_text())
+    return record if record.get("status") == "ok" else None
