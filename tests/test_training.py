@@ -637,3 +637,36 @@ def test_patience_stops_after_evaluations_without_a_lower_loss(tmp_path):
     resumed = KeepBest(tmp_path, lambda model, where: None, patience=2)
     resumed.on_train_begin(args, None, None)
     assert resumed.best["eval_loss"] == 2.0  # a resumed run reads it back
+
+
+def test_a_run_restarted_without_a_checkpoint_logs_each_step_once(backbone, tmp_path):
+    """A run killed before its first checkpoint starts again from step 0: what it logged and the
+    best adapter it kept are forgotten, not doubled (found in the study's sweep)."""
+    base_dir, data = backbone
+    out = tmp_path / "run"
+    out.mkdir()
+    stale = [{"step": s, "loss": 9.0} for s in (1, 2)] + [{"step": 0, "eval_loss": 0.1}]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stale))
+    (out / "best.json").write_text(json.dumps({"step": 0, "eval_loss": 0.1, "dir": "best-0"}))
+    (out / "best-0").mkdir()
+    train(
+        TrainConfig(
+            model=str(base_dir),
+            data=str(data),
+            eval_data=str(data),
+            eval_steps=2,
+            out=str(out),
+            max_steps=4,
+            batch_size=4,
+            precision="fp32",
+            logging_steps=1,
+            resume=True,
+            progress=False,
+        )
+    )
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3, 4]
+    assert [r["step"] for r in rows if "eval_loss" in r] == [0, 2, 4]
+    assert all(r.get("loss") != 9.0 for r in rows)
+    best = json.loads((out / "best.json").read_text())
+    assert best["eval_loss"] != 0.1  # the new run's own, not the earlier attempt's

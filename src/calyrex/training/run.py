@@ -192,14 +192,18 @@ def _trainer(
     )
 
 
+def is_main_process() -> bool:
+    """Rank 0, or the only process."""
+    return not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
+
+
 def _save_adapter(model: Any, where: Path) -> None:
     """``model``'s adapter in ``where`` (call on every rank: rank 0 writes)."""
-    is_main = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
     if isinstance(model, CalyrexModel):
         state = model.adapter_state_dict()  # every rank: a collective under FSDP2
-        if is_main:
+        if is_main_process():
             model.save_adapter(where, state)
-    elif is_main:
+    elif is_main_process():
         model.save_pretrained(str(where))
 
 
@@ -228,7 +232,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from transformers.trainer_utils import get_last_checkpoint
 
-    from .trainer import KeepBest, LossBar, MetricsLog, barrier, trim_metrics
+    from .trainer import KeepBest, LossBar, MetricsLog, barrier, forget_best, trim_metrics
 
     cfg.validate()
     start = time.perf_counter()
@@ -265,8 +269,12 @@ def train(cfg: TrainConfig) -> TrainResult:
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     trainable = count_trainable(model)
-    if resume_from:
-        trim_metrics(out / "metrics.jsonl", int(resume_from.rsplit("-", 1)[1]))
+    if is_main_process():  # what a killed run logged after its last checkpoint (all, without one)
+        trim_metrics(
+            out / "metrics.jsonl", int(resume_from.rsplit("-", 1)[1]) if resume_from else -1
+        )
+        if resume_from is None:  # a run from step 0: no best adapter of an earlier attempt
+            forget_best(out)
     trainer = _trainer(cfg, model, tok, args, rows, val)
     for callback in list(trainer.callback_handler.callbacks):
         if type(callback) in (ProgressCallback, PrinterCallback):  # replaced by LossBar below

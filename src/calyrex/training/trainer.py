@@ -117,6 +117,13 @@ def read_best(out: Path) -> dict[str, Any] | None:
     return json.loads(file.read_text()) if file.is_file() else None
 
 
+def forget_best(out: Path) -> None:
+    """Remove the best adapter an earlier attempt of this run kept (a run that starts anew)."""
+    (out / BEST).unlink(missing_ok=True)
+    for old in out.glob("best-*"):
+        shutil.rmtree(old, ignore_errors=True)
+
+
 class KeepBest(TrainerCallback):
     """After each evaluation: the adapter of the lowest validation loss so far kept in
     ``OUT/best-STEP`` (``OUT/best.json`` names it, written after it, so a kill leaves the old
@@ -173,7 +180,8 @@ class LossBar(ProgressCallback):
 
 
 def trim_metrics(path: Path, last_step: int) -> None:
-    """On resume, drop log lines a killed run wrote after its last checkpoint."""
+    """On resume, drop log lines a killed run wrote after its last checkpoint (``-1``: all of
+    them, for a run that starts from step 0 again)."""
     if not path.exists():
         return
     lines = [
