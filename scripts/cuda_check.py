@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python scripts/cuda_check.py --device cuda --out results.json
 
-Tiny random models built from config (``calyrex.testing``: Llama and Qwen2, no download), each
+Tiny random models built from config (``calyrex.backbones.tiny``: Llama and Qwen2, no download), each
 property a named pass/fail entry with the measured max abs difference and its wall time:
 
 1. ``identity_at_init``: wrapped logits (left and right padding) and greedy tokens equal the
@@ -43,9 +43,9 @@ import torch
 import transformers
 
 import calyrex
+from calyrex.backbones.tiny import randomize_adapters, tiny_model, tiny_tokenizer
 from calyrex.core import hf
 from calyrex.core.adapter_io import CONFIG_NAME, WEIGHTS_NAME
-from calyrex.testing import randomize_adapters, tiny_model, tiny_tokenizer
 
 ARCHS = {"llama": "llama3", "qwen2": "chatml"}  # architecture → chat template of its tokenizer
 LAYERS = 8

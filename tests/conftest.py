@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import calyrex
-from calyrex.testing import randomize_adapters, tiny_model, tiny_tokenizer
+from calyrex.backbones.tiny import randomize_adapters, tiny_model, tiny_tokenizer
 
 SYSTEM = "Always answer in capital letters."
 CONVS = [

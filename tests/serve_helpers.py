@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import calyrex
+from calyrex.backbones.tiny import tiny_model
 from calyrex.serve.config import ServeConfig
 from calyrex.serve.engine import Engine
 from calyrex.serve.request import SamplingParams
 from calyrex.serve.sampling import Sampler
 from calyrex.span.chat import encode_chat
-from calyrex.testing import tiny_model
 from conftest import randomize
 
 SYSTEM = "Always answer in capital letters."

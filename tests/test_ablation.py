@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 from calyrex.cli import main
-from calyrex.testing import tiny_model, tiny_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "eval"
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import calyrex
+from calyrex.backbones.tiny import tiny_model
 from calyrex.core.adapter_io import CONFIG_NAME, WEIGHTS_NAME
-from calyrex.testing import tiny_model
 from conftest import CONVS, logits, randomize
 
 

@@ -16,8 +16,8 @@ from calyrex.analysis import (
     write_jsonl,
 )
 from calyrex.analysis.capture import encode_pair, system_share, uniform_share
+from calyrex.backbones.tiny import tiny_model
 from calyrex.cli import main
-from calyrex.testing import tiny_model
 from conftest import randomize
 
 CFG = AnalysisConfig(max_examples=64, progress=False)  # 8 per rule, 2 per rule held out

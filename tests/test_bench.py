@@ -10,13 +10,13 @@ import torch
 
 import calyrex
 from calyrex.backbones.precision import choose
+from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 from calyrex.bench import flops
 from calyrex.bench.command import bench
 from calyrex.bench.measure import peak_bytes
 from calyrex.bench.shapes import backbone_config
 from calyrex.core import hf
 from calyrex.core.cal_cache import share_prefix
-from calyrex.testing import tiny_model, tiny_tokenizer
 from conftest import randomize
 
 HEADLINES = (

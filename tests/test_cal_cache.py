@@ -8,9 +8,9 @@ import torch
 from transformers import DynamicCache
 
 import calyrex
+from calyrex.backbones.tiny import tiny_model
 from calyrex.core import hf
 from calyrex.core.cal_cache import CALCache, cal_cache, share_prefix
-from calyrex.testing import tiny_model
 from conftest import CONVS, encode, randomize
 
 

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 import calyrex
+from calyrex.backbones.tiny import tiny_tokenizer
 from calyrex.span.chat import IGNORE_INDEX
-from calyrex.testing import tiny_tokenizer
 from conftest import CONVS, SYSTEM
 
 

@@ -3,8 +3,8 @@
 import io
 
 import calyrex
+from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 from calyrex.cli.chat import session
-from calyrex.testing import tiny_model, tiny_tokenizer
 
 
 def test_scripted_session_keeps_history_and_system_prompt(tmp_path, monkeypatch):
@@ -12,7 +12,7 @@ def test_scripted_session_keeps_history_and_system_prompt(tmp_path, monkeypatch)
     were printed) and the new user line; /reset keeps only the system prompt. The adapter is
     trained-looking (random weights), so the replies depend on the span it is given."""
     import calyrex.cli.chat as chat_cli
-    from calyrex.testing import randomize_adapters
+    from calyrex.backbones.tiny import randomize_adapters
 
     tok = tiny_tokenizer("chatml")
     model = randomize_adapters(calyrex.wrap(tiny_model("qwen2"), tokenizer=tok))

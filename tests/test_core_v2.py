@@ -16,9 +16,9 @@ import torch
 from transformers import DynamicCache, StaticCache
 
 import calyrex
+from calyrex.backbones.tiny import tiny_model
 from calyrex.core.cal_cache import cal_cache
 from calyrex.core.model import AlreadyWrappedError
-from calyrex.testing import tiny_model
 from conftest import CONVS, encode, logits
 
 GREEDY = dict(max_new_tokens=6, do_sample=False)

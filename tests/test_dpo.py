@@ -9,10 +9,10 @@ import torch
 from safetensors.torch import load_file
 
 import calyrex
+from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 from calyrex.core.layer import SPAN_KW
 from calyrex.core.mask import span_key_flags
 from calyrex.span.markers import detect_system_mask, span_markers_reason
-from calyrex.testing import tiny_model, tiny_tokenizer
 from calyrex.training import DataError, TrainConfig, train
 from calyrex.training import run as run_module
 from calyrex.training.data import EncodeStats

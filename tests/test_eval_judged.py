@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 from calyrex.cli import main
 from calyrex.eval.bench import EvalConfig
 from calyrex.eval.judge import JudgeUnavailable, OpenAIJudge, ask_yes_no, make_judge
 from calyrex.eval.msj import power_law
 from calyrex.eval.runner import evaluate
 from calyrex.eval.sysbench import parse_verdicts
-from calyrex.testing import tiny_model, tiny_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "eval"
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import calyrex
-from calyrex.testing import tiny_model, tiny_tokenizer
+from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 
 SYSTEM = "Always answer in capital letters."
 QUESTIONS = ["Hello! How are you today?", "Please sort these numbers: 3 1 2."]
@@ -185,5 +185,5 @@ def test_lm_eval_path_and_encode_chat_give_the_same_replies(saved):
     tok = lm.tokenizer  # as loaded from disk: the tokenizer both paths must share
     via_encode_chat = Generator(lm.model, tok, max_new_tokens=6, batch_size=2).chat(convs)
     assert via_lm_eval == [r.split("<|im_end|>")[0] for r in via_encode_chat]
-    base = Generator(calyrex.testing.tiny_model("qwen2"), tok, max_new_tokens=6).chat(convs)
+    base = Generator(calyrex.backbones.tiny.tiny_model("qwen2"), tok, max_new_tokens=6).chat(convs)
     assert base != via_encode_chat  # the span reached the CAL blocks

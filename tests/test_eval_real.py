@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import calyrex
+from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 from calyrex.eval.bench import Context, EvalConfig
 from calyrex.eval.data import shared_data_dir
 from calyrex.eval.runner import evaluate, make_benchmark
-from calyrex.testing import tiny_model, tiny_tokenizer
 
 REAL = shared_data_dir() / "real"
 ALPACA = REAL / "attacks" / "alpacafarm"

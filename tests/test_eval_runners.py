@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import calyrex
+from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 from calyrex.cli import main
 from calyrex.eval.glaive import load_glaive, parse_call
-from calyrex.testing import tiny_model, tiny_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "eval"
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from calyrex.backbones.tiny import tiny_tokenizer
 from calyrex.cli import main
 from calyrex.research.mix import (
     RULES,
@@ -24,7 +25,6 @@ from calyrex.research.mix import (
 )
 from calyrex.research.mix.leaks import BENCHMARK_FILES, normalise
 from calyrex.research.mix.preference import preference_config
-from calyrex.testing import tiny_tokenizer
 from calyrex.training.data import encode_conversations, load_conversations
 
 PLACEHOLDER = re.compile(r"\{injected_prompt(?:_spanish)?\}")

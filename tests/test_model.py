@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import calyrex
-from calyrex.testing import tiny_model
+from calyrex.backbones.tiny import tiny_model
 from conftest import CONVS, encode, logits, randomize
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import calyrex
-from calyrex.testing import tiny_model
+from calyrex.backbones.tiny import tiny_model
 from conftest import CONVS, encode, randomize
 
 LAYERS = 4

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 import calyrex
+from calyrex.backbones.tiny import randomize_adapters, tiny_model, tiny_tokenizer
 from calyrex.eval.generate import Generator
 from calyrex.eval.prefill import Ask, Reader, target_ids
 from calyrex.span.chat import encode_one
-from calyrex.testing import randomize_adapters, tiny_model, tiny_tokenizer
 
 CONVERSATIONS = [
     [

@@ -8,6 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import calyrex
+from calyrex.backbones.tiny import tiny_model
 from calyrex.research.ruleworld import World
 from calyrex.research.ruleworld.evaluate import EvalConfig, evaluate, generate
 from calyrex.research.ruleworld.pretrain import (
@@ -21,7 +22,6 @@ from calyrex.research.ruleworld.tasks import list_task
 from calyrex.research.ruleworld.tokenizer import build_tokenizer
 from calyrex.research.ruleworld.world import reply
 from calyrex.span.chat import encode_one
-from calyrex.testing import tiny_model
 
 shipped = pytest.mark.skipif(not (ASSET_DIR / "config.json").exists(), reason="no shipped backbone")
 

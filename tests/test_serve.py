@@ -9,9 +9,9 @@ pytest.importorskip("fastapi")
 openai = pytest.importorskip("openai")
 
 import calyrex  # noqa: E402
+from calyrex.backbones.tiny import tiny_model  # noqa: E402
 from calyrex.serve.local import local_server  # noqa: E402
 from calyrex.serve.prompt import encode_prompt  # noqa: E402
-from calyrex.testing import tiny_model  # noqa: E402
 from serve_helpers import (  # noqa: E402
     NAME,
     SYSTEM,

@@ -100,7 +100,7 @@ def test_text_stream_cuts_at_stop_strings_across_tokens(tok):
 
 def test_a_zero_initialised_adapter_serves_the_base_model(tok):
     import calyrex
-    from calyrex.testing import tiny_model
+    from calyrex.backbones.tiny import tiny_model
 
     wrapped = calyrex.wrap(tiny_model("qwen2"), calyrex.CalyrexConfig(placement="late_half"))
     eng = engine(wrapped, tok).start()

@@ -5,7 +5,7 @@ runner reads it; no vLLM needed) mark exactly the same tokens, and never a user 
 
 Tokenizers: every template the README lists (``tests/fixtures/templates``: Qwen2.5, Qwen3, Llama
 3.1/3.3, Llama 3.2, Mistral v0.3 / Nemo / Small 3.1, Gemma 2), ChatML and Llama 3 of
-``calyrex.testing``, the real Qwen2 vocabulary, SmolLM2's real tokenizer when it is installed,
+``calyrex.backbones.tiny``, the real Qwen2 vocabulary, SmolLM2's real tokenizer when it is installed,
 and "edge" BPEs (Qwen's pre-tokeniser regex, a few newline and dot merges) that re-tokenise the
 template's text next to the content two tokens deep: Qwen's ``\\n\\n# Tools`` after a content
 ending in ``.\\n`` becomes ``.\\n\\n`` + ``\\n`` + ``#``, and the fallback once marked that lone
@@ -22,10 +22,10 @@ import pytest
 import torch
 
 import calyrex
+from calyrex.backbones.tiny import CHATML_SPECIALS, byte_level_tokenizer, tiny_tokenizer
 from calyrex.span.chat import tokenise
 from calyrex.span.markers import SpanMarkers, span_markers_reason
 from calyrex.span.render import render, template_today
-from calyrex.testing import CHATML_SPECIALS, byte_level_tokenizer, tiny_tokenizer
 from calyrex.vllm.span import chat_prompt, prompt_bounds
 from test_templates import FAMILIES, FIXTURES, MISTRAL, TOOL, tokenizer_for
 

@@ -11,14 +11,14 @@ import pytest
 import torch
 
 import calyrex
-from calyrex.span.markers import SpanMarkers, span_markers_reason
-from calyrex.span.render import template_today
-from calyrex.testing import (
+from calyrex.backbones.tiny import (
     CHATML_SPECIALS,
     LLAMA3_SPECIALS,
     byte_level_tokenizer,
     sentencepiece_tokenizer,
 )
+from calyrex.span.markers import SpanMarkers, span_markers_reason
+from calyrex.span.render import template_today
 
 FIXTURES = Path(__file__).parent / "fixtures" / "templates"
 QWEN2 = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "tokenizers" / "qwen2"
@@ -243,7 +243,7 @@ def test_templates_that_reject_a_system_role():
     )
     assert batch["system_mask"].sum() == 0
     model = calyrex.wrap(
-        calyrex.testing.tiny_model("qwen2", vocab_size=len(tok)),
+        calyrex.backbones.tiny.tiny_model("qwen2", vocab_size=len(tok)),
         calyrex.CalyrexConfig(placement="last"),
         tokenizer=tok,
     )

@@ -15,8 +15,8 @@ from safetensors.torch import load_file
 
 import calyrex
 from calyrex.adapters.baselines import matched_counts
+from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 from calyrex.span.chat import IGNORE_INDEX
-from calyrex.testing import tiny_model, tiny_tokenizer
 from calyrex.training import DataError, TrainConfig, load_conversations, train
 from calyrex.training.data import encode_conversations
 from conftest import assert_every_tensor_moved, capture_trained, trainable

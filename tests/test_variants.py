@@ -9,8 +9,8 @@ from transformers import DynamicCache
 
 import calyrex
 from calyrex.adapters.baselines import cal_budget
+from calyrex.backbones.tiny import tiny_model
 from calyrex.core.mask import span_key_flags
-from calyrex.testing import tiny_model
 from conftest import CONVS, encode, logits, randomize
 
 VARIANTS = {

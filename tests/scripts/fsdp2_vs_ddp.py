@@ -17,7 +17,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 import calyrex
-from calyrex.testing import tiny_model, tiny_tokenizer
+from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 
 CONVS = [
     [

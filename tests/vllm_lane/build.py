@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 
 from calyrex import CalyrexConfig, wrap
-from calyrex.testing import CHATML_SPECIALS as CHATML
-from calyrex.testing import LLAMA3_SPECIALS as LLAMA
-from calyrex.testing import byte_level_tokenizer, tiny_model
+from calyrex.backbones.tiny import CHATML_SPECIALS as CHATML
+from calyrex.backbones.tiny import LLAMA3_SPECIALS as LLAMA
+from calyrex.backbones.tiny import byte_level_tokenizer, tiny_model
 from calyrex.vllm.export import export_vllm
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "fixtures" / "templates"

@@ -46,7 +46,7 @@ class ServeCase:
 
 def _load(name: str, device: torch.device, dtype: torch.dtype) -> tuple[Any, Any]:
     if name == "tiny":
-        from calyrex.testing import tiny_model, tiny_tokenizer
+        from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 
         return tiny_model("qwen2").to(device, dtype), tiny_tokenizer("chatml")
     from calyrex.adapters.loading import load_model
@@ -194,7 +194,7 @@ def _rounds(measure: Any, args: list[Any], rounds: int) -> list[dict[str, Any]]:
 
 def _tokenizer_and_config(name: str) -> tuple[Any, Any]:
     if name == "tiny":
-        from calyrex.testing import tiny_config, tiny_tokenizer
+        from calyrex.backbones.tiny import tiny_config, tiny_tokenizer
 
         return tiny_tokenizer("chatml"), tiny_config("qwen2")
     from transformers import AutoConfig, AutoTokenizer

@@ -29,7 +29,7 @@ LR = {"calyrex": 1e-2, "lora": 5e-3, "parallel_mlp": 2e-2}
 def build_backbone(path: Path) -> str:
     """A 4-layer random Qwen2 (hidden 32) with a ChatML BPE tokenizer, saved once."""
     if not (path / "config.json").is_file():
-        from ...testing import tiny_model, tiny_tokenizer
+        from ...backbones.tiny import tiny_model, tiny_tokenizer
 
         tok = tiny_tokenizer("chatml")
         tiny_model("qwen2", num_hidden_layers=4, max_position_embeddings=2048).save_pretrained(path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ...testing import TEMPLATES
+from ...backbones.tiny import TEMPLATES
 from .corpus import general_corpus, sft_corpus
 from .world import World
 

@@ -1,4 +1,4 @@
-"""Tiny offline models and tokenizers built from config, for tests, examples and RuleWorld.
+"""Tiny offline models and tokenizers built from config, for tests, examples, benchmarks and RuleWorld.
 
 Nothing here downloads anything: the tokenizer is a byte-level BPE trained in memory on a small
 corpus, with a real chat template (ChatML as in Qwen2.5, or the Llama 3 header format).
@@ -194,7 +194,7 @@ def randomize_adapters(
     PEFT's ``lora_B``) a visible random value: initialisation leaves the blocks' out-projections
     at 0, so an untrained model cannot show what the blocks do. Drawn on the CPU, so every
     device and dtype gets the same values."""
-    from .core.names import is_adapter_param
+    from ..core.names import is_adapter_param
 
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
