@@ -154,7 +154,10 @@ def test_a_body_past_the_limit_is_413_before_it_is_read(tok, model):
 
         r = httpx.post(f"{url}/chat/completions", content=chunks(), timeout=60)
         _error(r, 413, "limit is 65536 bytes")
-        assert bytes_read() <= (64 << 10) + (64 << 10)  # at most one more read than the limit
+        # at most one more read than the limit: a read is what one socket recv gave, up to
+        # asyncio's 256 KiB (on a loaded machine the chunks pile up: 192 KiB was seen), far
+        # below the 1 MiB sent
+        assert bytes_read() <= (64 << 10) + (256 << 10) < 64 * (16 << 10)
         r = _post(url, {**OK, "messages": conversation("y" * 1001)})
         assert _error(r, 400, "--max-message-chars")["param"] == "messages[1].content"
         assert eng.metrics.get("calyrex_prefill_tokens_forwarded_total") == 0
