@@ -8,7 +8,6 @@ needed) is written with ``"status": "skipped"`` and its reason, and is retried n
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from pathlib import Path
@@ -34,8 +33,9 @@ def resolve_suites(spec: str) -> list[str]:
 
 
 def make_benchmark(name: str) -> Benchmark:
-    module, _, cls = SUITES[name].partition(":")
-    return getattr(importlib.import_module(module), cls)()
+    from ..core.plugins import load
+
+    return load(SUITES[name])()
 
 
 def _rows(bench: Benchmark, items: list[dict], ctx: Context, responses: str | None) -> list[Row]:

@@ -61,9 +61,15 @@ def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
     again while nothing was trained on it."""
     from ..mix.command import mix
 
-    files = {"sft.jsonl": ("sft", cfg.mix_rows, cfg.access, cfg.val_rows)}
-    files["preference.jsonl"] = ("preference", cfg.preference_rows, cfg.access)
-    files["preference.jsonl"] += (cfg.preference_val_rows,)
+    files = {
+        "sft.jsonl": ("sft", cfg.mix_rows, cfg.access, cfg.val_rows),
+        "preference.jsonl": (
+            "preference",
+            cfg.preference_rows,
+            cfg.access,
+            cfg.preference_val_rows,
+        ),
+    }
     for arm in cfg.arms:
         files.setdefault(arm.data, ("sft", cfg.mix_rows, arm.access, 0))
     for name, (kind, rows, access, val) in files.items():
@@ -155,7 +161,9 @@ def _train(cfg: StudyConfig, arm: Arm, seed: int, data: Path, where: Path, **kw:
 
     init = None
     if arm.init_from:
-        init = data.parent / "train" / run_name(cfg.arm(arm.init_from), seed) / "adapter"
+        init = (
+            data.parent / "train" / run_name(cfg.arm(arm.init_from), seed) / "adapter"
+        )  # OUT/train
         if not init.is_dir():
             raise FileNotFoundError(f"{init}: train {arm.init_from} seed {seed} first")
     val = _val(cfg, data, arm)
@@ -182,7 +190,7 @@ def _train(cfg: StudyConfig, arm: Arm, seed: int, data: Path, where: Path, **kw:
     )
 
 
-def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path, layers: list[int] | None) -> float:
+def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path) -> float:
     """``arm``'s learning rate: the recipe's, or with a grid the value whose seed-0 run of
     ``sweep_steps`` (DPO: ``dpo_sweep_steps``, from the seed-0 SFT adapter) ends at the lowest
     validation loss — swept once per method and objective, in ``OUT/sweep/`` (resumable), the
@@ -229,7 +237,7 @@ def train_arm(
     if (where / "summary.json").is_file():
         _say(f"train {where.name}: finished earlier, not rerun")
         return
-    lr = chosen_lr(cfg, arm, data, out, layers)
+    lr = chosen_lr(cfg, arm, data, out)
     _say(f"train {where.name} (lr {lr:g})")
     epochs = cfg.dpo_epochs if arm.objective == "dpo" else cfg.epochs
     budget: dict[str, Any] = {"lr": lr, "layers": layers if arm.placement == "analyze" else None}
@@ -371,7 +379,7 @@ def run_study(
         _say(f"analyze: the other placement is layers {layers}")
     if "sweep" in stages:
         for arm in {a.method: a for a in reversed(cfg.arms) if a.objective == "sft"}.values():
-            timed("sweep", lambda a=arm: chosen_lr(cfg, a, data, out, layers))
+            timed("sweep", lambda a=arm: chosen_lr(cfg, a, data, out))
     known = {r for r, _, _ in runs(cfg)}
     if set(only) - known:
         raise ValueError(f"unknown runs {sorted(set(only) - known)}; choose from {sorted(known)}")
