@@ -8,7 +8,7 @@ import tempfile
 import torch
 
 import calyrex
-from calyrex.testing import tiny_model, tiny_tokenizer
+from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 
 tok = tiny_tokenizer("chatml")
 tok.padding_side = "left"
