@@ -246,9 +246,9 @@ def test_ruleworld_backbone_gets_ruleworld_rules(tmp_path, tok):
     assert result["data"] == "ruleworld:0" and result["rules"] == sorted(ORDER)
 
 
-def test_lora_adapter_is_measured_merged(tmp_path, tok):
-    from calyrex.analysis import measured
-
+def test_a_lora_adapter_is_measured_as_it_runs(tmp_path, tok):
+    """A LoRA model is analysed through the adapter contract, unmerged: its decoder layers are
+    hooked under the adapter and its curves differ from the base model's."""
     model_dir = tmp_path / "model"
     tiny_model("qwen2", num_hidden_layers=2).save_pretrained(model_dir)
     tok.save_pretrained(model_dir)
@@ -257,13 +257,14 @@ def test_lora_adapter_is_measured_merged(tmp_path, tok):
         for name, p in lora.named_parameters():
             if "lora_B" in name:
                 p.normal_(std=0.2)
-    lora.save_pretrained(tmp_path / "lora")
+    lora.save_adapter(tmp_path / "lora")
     loaded, _ = calyrex.load_model(str(model_dir), str(tmp_path / "lora"), "float32", "cpu")
-    merged = measured(loaded)
-    assert not hasattr(merged, "peft_config")
     ids = torch.tensor([[5, 6, 7, 8]])
-    torch.testing.assert_close(merged(ids).logits, lora.eval()(ids).logits, atol=1e-5, rtol=1e-5)
-    result = analyze_model(
-        merged, tok, builtin_examples(), AnalysisConfig(max_examples=16, progress=False)
-    )
+    with torch.no_grad():
+        assert torch.equal(loaded(ids).logits, lora.eval()(ids).logits)
+    cfg = AnalysisConfig(max_examples=16, progress=False)
+    result = analyze_model(loaded, tok, builtin_examples(), cfg)
     assert len(result["curves"]["rule_probe_accuracy"]) == 2 and result["blocks"] is None
+    base, _ = calyrex.load_model(str(model_dir), None, "float32", "cpu")
+    plain = analyze_model(base, tok, builtin_examples(), cfg)
+    assert result["curves"]["patching_drop"]["mean"] != plain["curves"]["patching_drop"]["mean"]

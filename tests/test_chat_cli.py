@@ -48,7 +48,7 @@ def test_scripted_session_keeps_history_and_system_prompt(tmp_path, monkeypatch)
     batch = calyrex.encode_chat(tok, [seen[0]], add_generation_prompt=True)
     with torch.no_grad():
         on = loaded(**batch).logits
-        with loaded.disable_adapters():
+        with loaded.disable_adapter():
             off = loaded(**batch).logits
     assert not torch.equal(on, off)
 

@@ -90,12 +90,10 @@ def test_a_calyrex_model_reads_the_span_it_is_given(tok):
     assert not torch.equal(spanned, empty)
 
 
-def test_accepting_the_mask_survives_copies_merges_and_repeats(tok):
+def test_accepting_the_mask_survives_copies_and_repeats(tok):
     lora = _adapted("lora")
-    host = lora.get_base_model()
-    hooks = len(host._forward_pre_hooks)
-    assert calyrex.accept_system_mask(lora) is lora  # twice: nothing added
-    assert len(host._forward_pre_hooks) == hooks
+    assert calyrex.accept_system_mask(lora) is lora  # it takes the span itself: nothing added
+    assert not lora.get_base_model()._forward_pre_hooks
     batch = encode(tok, CONVS[:1])
     expected = _generate(lora, batch)
     buffer = io.BytesIO()
@@ -103,8 +101,10 @@ def test_accepting_the_mask_survives_copies_merges_and_repeats(tok):
     buffer.seek(0)
     for other in (copy.deepcopy(lora), torch.load(buffer, weights_only=False)):
         assert torch.equal(_generate(other, batch), expected)
-    merged = lora.merge_and_unload()  # PEFT hands back the HF model: it keeps the contract
-    assert torch.equal(_generate(merged, batch), expected)
+    base = calyrex.accept_system_mask(tiny_model("qwen2"))
+    hooks = len(base._forward_pre_hooks)
+    assert calyrex.accept_system_mask(base) is base  # twice: nothing added
+    assert len(base._forward_pre_hooks) == hooks
 
 
 def test_a_bare_hf_model_refuses_the_span_until_it_accepts_it(tok):

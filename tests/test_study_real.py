@@ -35,6 +35,35 @@ def test_runs_put_the_papers_comparison_first_and_each_dpo_arm_after_its_start()
     assert order[1 : 1 + len(main_arms)] == main_arms, "every seed of the comparison first"
 
 
+@pytest.mark.parametrize(
+    ("valley", "swept", "lr", "edge"),
+    [
+        (1e-3, [1e-4, 3e-4, 1e-3, 3e-3], 1e-3, False),  # inside the grid: no extension
+        (1e-2, [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2], 1e-2, False),  # past the top: two more
+        (1.0, [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2], 3e-2, True),  # still rising: said so
+        (1e-5, [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3], 1e-5, True),  # the bottom: an edge still
+    ],
+)
+def test_a_sweep_won_at_the_grid_edge_grows_past_it(valley, swept, lr, edge, tmp_path, monkeypatch):
+    import calyrex.research.study.real as real
+
+    tried = []
+
+    def loss(cfg, arm, key, value, steps, data, out):  # a valley in log(lr) at ``valley``
+        tried.append(value)
+        return abs(math.log10(value / valley))
+
+    monkeypatch.setattr(real, "_sweep_loss", loss)
+    monkeypatch.setattr(real, "_val", lambda *a: tmp_path)
+    (tmp_path / "sweep").mkdir()
+    assert real.chosen_lr(FULL, FULL.arm("lora"), tmp_path, tmp_path) == pytest.approx(lr)
+    chosen = json.loads((tmp_path / "sweep" / "chosen.json").read_text())["lora-sft"]
+    assert chosen["swept"] == pytest.approx(swept) and chosen["at_grid_edge"] is edge
+    assert sorted(tried) == pytest.approx(swept)  # each value trained once
+    real.chosen_lr(FULL, FULL.arm("lora"), tmp_path, tmp_path)  # recorded: not swept again
+    assert len(tried) == len(swept)
+
+
 def test_a_dpo_run_to_redo_brings_back_the_sft_adapter_it_starts_from(tmp_path):
     """Committed results keep no weights: a DPO run whose evaluation is unfinished and whose
     adapter is gone is trained again, so the SFT run it starts from is needed again too."""
@@ -86,7 +115,8 @@ def test_quick_study_runs_every_stage_and_resumes(tmp_path):
     methods = ("calyrex", "lora", "parallel_mlp")
     assert set(chosen) == {f"{m}-{o}" for m in methods for o in ("sft", "dpo")}
     for sweep in chosen.values():
-        assert sweep["lr"] in sweep["grid"] and len(sweep["val_loss"]) == len(sweep["grid"])
+        assert set(sweep["grid"]) < set(sweep["swept"])  # a 2-value grid's winner is an edge
+        assert sweep["lr"] in sweep["swept"] and len(sweep["val_loss"]) == len(sweep["swept"])
         assert sweep["val_loss"][f"{sweep['lr']:g}"] == min(sweep["val_loss"].values())
     for label, row in report["training"].items():
         arm = QUICK.arm(label)

@@ -241,7 +241,7 @@ def initial_adapter(directory, method, seed, placement=None):
 
 
 def _inputs(batch, method):
-    """A LoRA model built in a test takes no ``system_mask`` (load_model's accepts it)."""
+    """PEFT's own PeftModel takes no ``system_mask`` (every calyrex-built model takes it)."""
     return batch if method != "lora" else {k: v for k, v in batch.items() if k != "system_mask"}
 
 
@@ -295,14 +295,16 @@ def test_train_end_to_end_moves_the_adapter_and_saves_what_it_trained(
         summary["trainable_params"] == result.trainable_params == summary["matched_params"][method]
     )
     loaded = calyrex.load_adapter(_base(), out / "adapter").eval()
-    # PEFT loads an adapter frozen (is_trainable=False); calyrex's blocks load trainable
-    assert calyrex.count_trainable(loaded) == (0 if method == "lora" else result.trainable_params)
+    # every method's adapter loads trainable, as adapt gives it (the adapter contract)
+    assert calyrex.count_trainable(loaded) == result.trainable_params
     with torch.no_grad():
         assert torch.equal(loaded(**batch).logits, model(**batch).logits)
-    if method == "lora":
+    if method == "lora":  # PEFT's files: PEFT's own loader reads them too
         from peft import PeftModel
 
-        assert isinstance(loaded, PeftModel)
+        peft = PeftModel.from_pretrained(_base(), str(out / "adapter")).eval()
+        with torch.no_grad():
+            assert torch.equal(peft(**_inputs(batch, "lora")).logits, model(**batch).logits)
         peft_loaded = PeftModel.from_pretrained(_base(), str(out / "adapter")).eval()
         with torch.no_grad():  # PEFT's own loader reads the same adapter
             assert torch.equal(peft_loaded(**batch).logits, model(**batch).logits)

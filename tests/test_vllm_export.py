@@ -18,7 +18,7 @@ from build import build, tokenizer  # noqa: E402
 
 from calyrex import CalyrexConfig, encode_chat, wrap  # noqa: E402
 from calyrex.adapters.baselines import ParallelMLPConfig  # noqa: E402
-from calyrex.adapters.methods import build as build_method  # noqa: E402
+from calyrex.adapters.methods import rebuild as build_method  # noqa: E402
 from calyrex.backbones.tiny import tiny_model  # noqa: E402
 from calyrex.span.markers import span_markers  # noqa: E402
 from calyrex.vllm import check_version  # noqa: E402

@@ -3,7 +3,8 @@
 - ParallelMLP: a zero-initialised SwiGLU on the residual stream at CALYREX's placement, with no
   access to the system span; width solved to match CAL's parameter count.
 - LoRA: PEFT on every linear projection of every layer; rank solved to match, with PEFT's
-  ``rank_pattern`` giving some projections one more rank so the count lands within a few params.
+  ``rank_pattern`` giving some projections one more rank so the count lands within a few params
+  (the model: :class:`calyrex.adapters.lora.LoraBaseline`).
 """
 
 from __future__ import annotations
@@ -87,13 +88,16 @@ def lora_rank_pattern(model: nn.Module, target: int) -> tuple[int, dict[str, int
     return rank, pattern
 
 
-def wrap_lora(model: nn.Module, target: int, seed: int | None = None) -> nn.Module:
-    """PEFT LoRA on all decoder-layer projections with ``target`` trainable parameters (±1 module)."""
-    from peft import LoraConfig, get_peft_model
+def new_lora(model: nn.Module, config: CalyrexConfig, seed: int | None = None) -> nn.Module:
+    """PEFT LoRA on all decoder-layer projections with CAL's trainable parameters at ``config``
+    (±1 module), as a :class:`~calyrex.adapters.lora.LoraBaseline`."""
+    from peft import LoraConfig
+
+    from .lora import LoraBaseline
 
     hf.decoder_layers(model)
-    rank, pattern = lora_rank_pattern(model, target)
-    config = LoraConfig(
+    rank, pattern = lora_rank_pattern(model, cal_budget(model, config))
+    lora = LoraConfig(
         r=rank,
         lora_alpha=2 * rank,
         lora_dropout=0.0,
@@ -102,7 +106,7 @@ def wrap_lora(model: nn.Module, target: int, seed: int | None = None) -> nn.Modu
         alpha_pattern={k: 2 * v for k, v in pattern.items()},
         task_type="CAUSAL_LM",
     )
-    return seeded(seed, lambda: get_peft_model(model, config))
+    return seeded(seed, lambda: LoraBaseline.from_config(model, lora))
 
 
 def matched_counts(model: nn.Module, config: CalyrexConfig) -> dict[str, int]:

@@ -1,6 +1,6 @@
 """The one model loader of every command (``load_model``: a name, directory or hub id through
 :func:`calyrex.backbones.resolve.resolve_model`, plus an optional adapter) and ``load_adapter``: files
-(checked by ``calyrex.core.adapter_io``) → a wrapped model (``calyrex.adapters.methods``).
+(read and checked by ``calyrex.core.adapter_io``) → a wrapped model (``calyrex.adapters.methods``).
 
 Every model these return takes the batch ``encode_chat`` returns, ``system_mask`` included
 (:func:`calyrex.adapters.methods.accept_system_mask`): callers never branch on the method.
@@ -13,17 +13,9 @@ from typing import Any
 
 from torch import nn
 
-from ..core.adapter_io import (
-    WEIGHTS_NAME,
-    AdapterError,
-    check_base,
-    is_peft_adapter,
-    read_config,
-    read_weights,
-    resolve_dir,
-)
+from ..core.adapter_io import check_base, read_adapter, resolve_dir
 from ..span.markers import SpanMarkers, span_markers_reason
-from .methods import accept_system_mask, build
+from .methods import accept_system_mask, rebuild
 
 
 def load_adapter(
@@ -32,36 +24,25 @@ def load_adapter(
     revision: str | None = None,
     tokenizer: Any = None,
 ) -> nn.Module:
-    """Wrap ``model`` with the adapter saved at ``path_or_id`` (a directory or a hub id).
-
-    CALYREX and ParallelMLP adapters are checked and loaded here; a PEFT (LoRA) adapter is
-    handed to PEFT's own loader (its model then takes ``system_mask`` and ignores it).
-    ``tokenizer`` (optional) rebuilds the fallback span markers; without it the markers saved
-    with the adapter are used.
+    """Wrap ``model`` with the adapter saved at ``path_or_id`` (a directory or a hub id), of
+    any method: calyrex's files (CALYREX, ParallelMLP; checked against ``model``) or PEFT's
+    (LoRA). The adapter comes back trainable, as ``adapt`` gives it (``.eval()`` for inference;
+    freeze it with ``requires_grad_(False)``). A state that does not match its config is refused
+    and ``model`` given back unwrapped. ``tokenizer`` (optional) rebuilds the fallback span
+    markers; without it the markers saved with the adapter are used.
     """
     directory = resolve_dir(path_or_id, revision)
-    if is_peft_adapter(directory):
-        from peft import PeftModel
-
-        return accept_system_mask(PeftModel.from_pretrained(model, str(directory)))
-    config = read_config(directory)
-    check_base(config, model, directory)
-    state = read_weights(directory, config)
-    wrapped = build(config["method"], model, config["config"])
-    expected = set(wrapped.adapter_state_dict())
-    if set(state) != expected:
-        wrapped.remove()
-        raise AdapterError(
-            f"{directory / WEIGHTS_NAME} does not match its config: missing "
-            f"{sorted(expected - set(state))[:4]}, unexpected {sorted(set(state) - expected)[:4]}"
-        )
+    config, state = read_adapter(directory)
+    if config["method"] != "lora":  # PEFT's files record no base model to check
+        check_base(config, model, directory)
+    wrapped = rebuild(config["method"], model, config["config"])
     try:
         wrapped.load_adapter_state_dict(state)
-    except RuntimeError as err:
-        wrapped.remove()
-        raise AdapterError(
-            f"{directory / WEIGHTS_NAME} has tensors of the wrong shape: {err}"
-        ) from err
+    except ValueError as err:
+        wrapped.unload()
+        raise type(err)(f"{directory}: {err}") from err
+    if not wrapped.uses_span:
+        return wrapped
     if tokenizer is not None:
         wrapped.markers, wrapped.markers_reason = span_markers_reason(tokenizer)
     elif config.get("span_markers"):
@@ -72,11 +53,8 @@ def load_adapter(
 
 
 def save_adapter(model: nn.Module, directory: str | os.PathLike) -> None:
-    """Write a calyrex model's adapter (``model.save_adapter``); PEFT models save themselves."""
-    if hasattr(model, "save_adapter"):
-        model.save_adapter(str(directory))
-    else:
-        model.save_pretrained(str(directory))
+    """Write an adapted model's adapter files (``model.save_adapter``: the method's format)."""
+    model.save_adapter(str(directory))
 
 
 def load_model(

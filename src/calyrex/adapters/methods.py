@@ -1,18 +1,20 @@
-"""Registry of adapter methods: name → builder. Adding a method is one function and one line.
+"""Registry of adapter methods: name → :class:`Method`. Adding a method is one line.
 
-Every builder takes the base model and a :class:`CalyrexConfig`: for CALYREX it is the block
-configuration; for the baselines it sets the parameter budget (and, for ParallelMLP, the
-placement) to match.
+Each method builds a fresh adapter on a base model from a :class:`CalyrexConfig` (for CALYREX
+the block configuration; for the baselines the parameter budget, and for ParallelMLP the
+placement, to match) and rebuilds a saved one from the config in its files. Every model they
+give answers the adapter contract (:mod:`calyrex.adapters.contract`).
 
-One batch feeds every method: ``encode_chat``'s ``input_ids``, ``attention_mask`` and
-``system_mask``. A calyrex model (CAL or ParallelMLP blocks) reads ``system_mask``; a model with
-no span pathway (the base model, PEFT LoRA) takes it and ignores it (:func:`accept_system_mask`).
+One batch feeds every model: ``encode_chat``'s ``input_ids``, ``attention_mask`` and
+``system_mask``. A calyrex model (CAL or ParallelMLP blocks) reads ``system_mask``; LoRA takes it
+and ignores it; a bare HF model is given that too by :func:`accept_system_mask`.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
@@ -20,30 +22,28 @@ from torch import nn
 from ..core.config import CalyrexConfig
 from ..core.model import CalyrexModel
 from ..core.wrap import wrap
-from .baselines import (
-    ParallelMLPConfig,
-    cal_budget,
-    parallel_mlp_config,
-    wrap_lora,
-    wrap_parallel_mlp,
-)
+from .baselines import ParallelMLPConfig, new_lora, parallel_mlp_config, wrap_parallel_mlp
+from .lora import LoraBaseline
 
-Builder = Callable[[nn.Module, CalyrexConfig, int | None], nn.Module]
 
-METHODS: dict[str, Builder] = {
-    "calyrex": lambda model, cfg, seed: wrap(model, cfg, seed=seed),
-    "parallel_mlp": lambda model, cfg, seed: wrap_parallel_mlp(
-        model, parallel_mlp_config(model, cfg), seed
+@dataclass(frozen=True)
+class Method:
+    """How a method adapts a base model: anew (``config``, ``seed``), or from its saved config."""
+
+    new: Callable[[nn.Module, CalyrexConfig, int | None], nn.Module]
+    saved: Callable[[nn.Module, dict[str, Any]], nn.Module]
+
+
+METHODS: dict[str, Method] = {
+    "calyrex": Method(
+        lambda m, cfg, seed: wrap(m, cfg, seed=seed),
+        lambda m, saved: wrap(m, CalyrexConfig.from_dict(saved)),
     ),
-    "lora": lambda model, cfg, seed: accept_system_mask(
-        wrap_lora(model, cal_budget(model, cfg), seed)
+    "parallel_mlp": Method(
+        lambda m, cfg, seed: wrap_parallel_mlp(m, parallel_mlp_config(m, cfg), seed),
+        lambda m, saved: wrap_parallel_mlp(m, ParallelMLPConfig.from_dict(saved)),
     ),
-}
-
-# how a saved calyrex-format adapter is rebuilt from its config (LoRA is saved in PEFT's format)
-LOADERS: dict[str, Callable[[nn.Module, dict[str, Any]], nn.Module]] = {
-    "calyrex": lambda model, c: wrap(model, CalyrexConfig.from_dict(c)),
-    "parallel_mlp": lambda model, c: wrap_parallel_mlp(model, ParallelMLPConfig.from_dict(c)),
+    "lora": Method(new_lora, LoraBaseline.from_config),
 }
 
 
@@ -63,15 +63,14 @@ def adapt(
 
     check_method(method)
     check_unwrapped(model)  # before any method touches it (PEFT would inject into calyrex layers)
-    return METHODS[method](model, config or CalyrexConfig(), seed)
+    return METHODS[method].new(model, config or CalyrexConfig(), seed)
 
 
-def build(method: str, model: nn.Module, config: dict[str, Any]) -> nn.Module:
-    if method not in LOADERS:
-        raise ValueError(
-            f"unknown adapter method {method!r}; calyrex-format adapters are {sorted(LOADERS)}"
-        )
-    return LOADERS[method](model, config)
+def rebuild(method: str, model: nn.Module, config: dict[str, Any]) -> nn.Module:
+    """``model`` with a fresh adapter of ``method`` built from its saved ``config``."""
+    if method not in METHODS:
+        raise ValueError(f"unknown adapter method {method!r}; the methods are {sorted(METHODS)}")
+    return METHODS[method].saved(model, config)
 
 
 # children through which a wrapper runs the model it wraps: torch.compile, FSDP1, (D)DP
@@ -98,20 +97,17 @@ def is_calyrex(model: Any) -> bool:
 def accept_system_mask(model: nn.Module) -> nn.Module:
     """``model``, its ``forward`` and ``generate`` taking ``system_mask`` and ignoring it.
 
-    A calyrex model comes back untouched (it reads the span). Otherwise the HF model (the one
-    inside a PEFT model: PEFT's forward calls it, PEFT's ``generate`` calls its ``generate``, and
-    ``merge_and_unload`` gives it back) gets a forward pre-hook that drops the keyword, and a
-    ``generate`` that drops it before HF validates its keywords (HF rejects unknown ones). Both
-    are a module-level function, so ``copy.deepcopy`` and pickle keep them. Idempotent.
+    A model that answers the adapter contract comes back untouched (it takes the span). A bare
+    HF model gets a forward pre-hook that drops the keyword, and a ``generate`` that drops it
+    before HF validates its keywords (HF rejects unknown ones). Both are a module-level
+    function, so ``copy.deepcopy`` and pickle keep them. Idempotent.
     """
-    if is_calyrex(model):
+    if is_calyrex(model) or isinstance(model, LoraBaseline):
         return model
-    get_base_model = getattr(model, "get_base_model", None)  # a PEFT model
-    host = get_base_model() if get_base_model is not None else model
-    current = vars(host).get("generate")
+    current = vars(model).get("generate")
     if not (isinstance(current, functools.partial) and current.func is _generate_without_span):
-        host.register_forward_pre_hook(_drop_system_mask, with_kwargs=True)
-        host.generate = functools.partial(_generate_without_span, host)
+        model.register_forward_pre_hook(_drop_system_mask, with_kwargs=True)
+        model.generate = functools.partial(_generate_without_span, model)
     return model
 
 

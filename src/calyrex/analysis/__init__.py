@@ -7,7 +7,7 @@ the attention share on the system span, and the log-likelihood drop under causal
 placement preset. ``analyze(model=..., out=...)`` is the ``calyrex analyze`` command.
 """
 
-from .command import analyze, measured, write_report
+from .command import analyze, write_report
 from .data import RULES, RuleExample, builtin_examples, load_examples, read_jsonl, write_jsonl
 from .recommend import recommend, summary
 from .run import AnalysisConfig, analyze_model
@@ -20,7 +20,6 @@ __all__ = [
     "analyze_model",
     "builtin_examples",
     "load_examples",
-    "measured",
     "read_jsonl",
     "recommend",
     "summary",

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..adapters.methods import is_calyrex
+from ..adapters.contract import Adapted
 from ..core import hf
 from ..span.chat import IGNORE_INDEX, encode_one
 from .data import RuleExample
@@ -59,8 +59,8 @@ def encode_pair(tokenizer: Any, ex: RuleExample, device: torch.device) -> tuple[
 
 
 def backbone(model: nn.Module) -> nn.Module:
-    """The HF causal LM inside a calyrex model (or the model itself)."""
-    return model.base if is_calyrex(model) else model
+    """The HF causal LM under an adapted model's adapter (any method), or the model itself."""
+    return model.get_base_model() if isinstance(model, Adapted) else model
 
 
 def layers_of(model: nn.Module) -> nn.ModuleList:

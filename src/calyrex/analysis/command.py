@@ -14,14 +14,6 @@ from .recommend import summary
 from .run import AnalysisConfig, analyze_model
 
 
-def measured(model: Any) -> Any:
-    """The model as the analysis measures it: a PEFT (LoRA) model merged into its weights (the
-    same forward, and plain decoder layers to hook); any other model as it is."""
-    if hasattr(model, "merge_and_unload"):
-        return model.merge_and_unload().eval()
-    return model
-
-
 def precision(dtype: str, device: str) -> str:
     """The analysis' ``auto``: bf16 on a GPU, fp32 on the CPU (whatever its bf16 speed)."""
     if dtype != "auto":
@@ -79,7 +71,6 @@ def analyze(
     lm, tok = load_model(
         model, adapter, precision(dtype, device), device, attn_implementation="eager"
     )
-    lm = measured(lm)
     cfg = AnalysisConfig(
         max_examples, test_fraction, patch_chunk=patch_chunk, seed=seed, progress=progress
     )

@@ -52,21 +52,13 @@ def _adapter_flops(model: nn.Module, method: str, g: flops.Geometry, case: Train
     return {"first": min(layers), "fwd": len(layers) * per}
 
 
-def _restore(model: nn.Module) -> None:
-    """Give the backbone back without the adapter (hooks off / LoRA layers unloaded)."""
-    if isinstance(model, calyrex.CalyrexModel):
-        model.remove()
-    else:
-        model.unload()
-
-
 def _step_fn(model: nn.Module, method: str, case: TrainCase, vocab: int, device: torch.device):  # noqa: ANN202
     ids, system_mask = token_batch(case.batch, case.tokens, case.system, vocab, device)
     targets = ids[:, -case.labelled :]  # (B, P) the assistant reply at the end of each row
     # logits exactly where a label is predicted: positions T-P-1 … T-2 (no slice of the logits,
     # whose backward would zero-fill a (B, P, V) buffer)
     keep = torch.arange(case.tokens - case.labelled - 1, case.tokens - 1, device=device)
-    extra = {} if method == "lora" else {"system_mask": system_mask}
+    extra = {"system_mask": system_mask}  # every adapted model takes it (LoRA ignores it)
     params = [p for p in model.parameters() if p.requires_grad]
     # fused AdamW: transformers.Trainer's default optimiser (adamw_torch_fused)
     optimizer = torch.optim.AdamW(params, lr=1e-5, fused=True)
@@ -108,7 +100,7 @@ def measure_method(
         }
     finally:
         model.eval()
-        _restore(model)
+        model.unload()  # the backbone back without the adapter, for the next method
 
 
 def run(

@@ -1,6 +1,10 @@
-"""Adapter files: ``adapter_config.json`` + ``adapter_model.safetensors`` (adapter weights only).
+"""Adapter I/O: files (``adapter_config.json`` + ``adapter_model.safetensors``, adapter weights
+only) and the tensors a model's adapter state is made of.
 
-This module reads, verifies and writes files; building a model from them is ``calyrex.adapters.loading``.
+This module reads, verifies and writes files in calyrex's format (CALYREX, ParallelMLP) and
+reads PEFT's (the LoRA baseline); it maps a calyrex model's blocks to and from file tensors
+(``cal_blocks.<layer>.<parameter>``) and refuses a state whose keys do not match. Building a
+model from files is ``calyrex.adapters.loading``.
 Written atomically (temporary file, fsync, rename; weights before the config that vouches for
 them). Loaded with safetensors only — nothing is ever unpickled — and checked against the base
 model: architecture fingerprint, weight signature, the weights file's sha256 and its exact keys.
@@ -14,14 +18,17 @@ import math
 import os
 import tempfile
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 from . import hf
+from .names import BLOCKS_PREFIX
 
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
@@ -55,14 +62,21 @@ def atomic_write(path: Path, write: Any) -> None:
             os.unlink(tmp)
 
 
+def write_tensors(directory: Path, state: Mapping[str, Any]) -> None:
+    """``directory/adapter_model.safetensors``, atomically (safetensors: never a pickle)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().contiguous().cpu() for k, v in state.items()}
+    atomic_write(
+        directory / WEIGHTS_NAME, lambda p: save_file(tensors, p, metadata={"format": "pt"})
+    )
+
+
 def write_adapter(
     directory: str | os.PathLike, state: dict[str, Any], record: dict[str, Any]
 ) -> Path:
     """Write adapter tensors and their ``record`` (method, config, base identity) to ``directory``."""
     out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().contiguous().cpu() for k, v in state.items()}
-    atomic_write(out / WEIGHTS_NAME, lambda p: save_file(tensors, p, metadata={"format": "pt"}))
+    write_tensors(out, state)
     config = {"format": FORMAT, **record, "weights_sha256": file_sha256(out / WEIGHTS_NAME)}
     text = json.dumps(config, indent=2, sort_keys=True)
     atomic_write(out / CONFIG_NAME, lambda p: Path(p).write_text(text))
@@ -177,7 +191,7 @@ def _check_samples(expected: dict[str, Any], model: nn.Module, directory: Path, 
 def read_weights(directory: Path, config: dict[str, Any]) -> dict[str, Any]:
     file = directory / WEIGHTS_NAME
     if not file.is_file():
-        raise AdapterError(f"{file} is missing")
+        raise AdapterError(f"{file} is missing (only safetensors weights are read)")
     if config.get("weights_sha256") and file_sha256(file) != config["weights_sha256"]:
         raise AdapterError(
             f"{file} is corrupted or truncated: its sha256 differs from the one recorded at save"
@@ -186,3 +200,81 @@ def read_weights(directory: Path, config: dict[str, Any]) -> dict[str, Any]:
         return load_file(file)
     except (SafetensorError, OSError, ValueError) as err:
         raise AdapterError(f"{file} is corrupted or truncated: {err}") from err
+
+
+def read_adapter(directory: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """(config, tensors) of the adapter in ``directory``, either format: calyrex's (format and
+    sha256 checked) or PEFT's (the LoRA baseline: ``{"method": "lora", "config": PEFT's
+    config}``, tensors under PEFT's file keys)."""
+    if is_peft_adapter(directory):
+        config = json.loads((directory / CONFIG_NAME).read_text())
+        return {"method": "lora", "config": config}, read_weights(directory, {})
+    config = read_config(directory)
+    return config, read_weights(directory, config)
+
+
+def check_keys(expected: set[str], given: Mapping[str, Any], what: str) -> None:
+    """Refuse an adapter state whose tensor names are not exactly the model's, naming both
+    sides: a mismatched dict is never loaded in part."""
+    if set(given) != expected:
+        raise AdapterError(
+            f"{what} does not match this model's adapter: missing "
+            f"{sorted(expected - set(given))[:4]}, unexpected {sorted(set(given) - expected)[:4]}"
+        )
+
+
+# -- a calyrex model's blocks ↔ file tensors ----------------------------------------------------
+# Under FSDP2 the block parameters are sharded DTensors: reading gathers each one whole (a
+# collective: every rank calls it, one writes), loading shards each file tensor as the parameter
+# it replaces is sharded.
+def whole(tensor: torch.Tensor) -> torch.Tensor:
+    """A whole tensor: a sharded DTensor (FSDP2) gathered, anything else as it is."""
+    full = getattr(tensor, "full_tensor", None)
+    return full() if full is not None else tensor
+
+
+def sharded_like(current: torch.Tensor | None, value: torch.Tensor) -> torch.Tensor:
+    """``value`` sharded as ``current`` is when that is a DTensor (FSDP2); every rank calls this."""
+    mesh = getattr(current, "device_mesh", None)
+    if mesh is None:
+        return value
+    from torch.distributed.tensor import distribute_tensor
+
+    return distribute_tensor(value.to(current.dtype), mesh, current.placements)
+
+
+def block_tensors(blocks: Mapping[str, nn.Module]) -> dict[str, torch.Tensor]:
+    """Every block's state under ``cal_blocks.<layer>.<name>``, each tensor whole."""
+    return {
+        f"{BLOCKS_PREFIX}{i}.{name}": whole(tensor)
+        for i, block in blocks.items()
+        for name, tensor in block.state_dict().items()
+    }
+
+
+def load_block_tensors(blocks: Mapping[str, nn.Module], state: Mapping[str, torch.Tensor]) -> None:
+    """Inverse of :func:`block_tensors`: the keys must be exactly its keys (:class:`AdapterError`
+    otherwise, and for a tensor of the wrong shape)."""
+    expected = {
+        f"{BLOCKS_PREFIX}{i}.{name}" for i, block in blocks.items() for name in block.state_dict()
+    }
+    check_keys(expected, state, "the adapter state")
+    mine = {
+        f"{BLOCKS_PREFIX}{i}.{n}": t for i, b in blocks.items() for n, t in b.state_dict().items()
+    }
+    wrong = [k for k, t in mine.items() if tuple(state[k].shape) != tuple(t.shape)]
+    if wrong:  # checked before any tensor is copied: nothing is loaded in part
+        k = wrong[0]
+        raise AdapterError(
+            f"the adapter state has tensors of the wrong shape: {k} is "
+            f"{tuple(state[k].shape)}, this model's is {tuple(mine[k].shape)} ({len(wrong)} in all)"
+        )
+    for i, block in blocks.items():
+        prefix = f"{BLOCKS_PREFIX}{i}."
+        block.load_state_dict(
+            {
+                k[len(prefix) :]: sharded_like(mine[k], v)
+                for k, v in state.items()
+                if k.startswith(prefix)
+            }
+        )

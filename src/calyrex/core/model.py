@@ -34,19 +34,34 @@ from transformers.generation.utils import GenerationMixin
 from ..span.markers import SpanMarkers, detect_system_mask
 from ..version import __version__
 from . import hf
-from .adapter_io import write_adapter
-from .adapter_state import adapter_tensors, load_adapter_tensors
-from .adapter_state import whole as whole  # re-exported: calyrex.core.model.whole
+from .adapter_io import block_tensors, load_block_tensors, write_adapter
+from .adapter_io import whole as whole  # re-exported: calyrex.core.model.whole
 from .cal_cache import CALCache, cal_cache, for_call
 from .layer import CACHE_KW, SPAN_KW, CalyrexLayer, reads_span
 from .mask import call_span, positions_restart
 from .names import ADAPTER_PREFIX, is_adapter_param
 
-__all__ = ["ADAPTER_PREFIX", "AlreadyWrappedError", "CalyrexModel", "is_adapter_param"]
+__all__ = [
+    "ADAPTER_PREFIX",
+    "AlreadyWrappedError",
+    "CalyrexModel",
+    "UnloadedError",
+    "is_adapter_param",
+]
 
 
 class AlreadyWrappedError(ValueError):
     """The HF model already carries adapter blocks (wrapped once, or loaded into twice)."""
+
+
+class UnloadedError(RuntimeError):
+    """An adapted model used after ``unload()`` / ``remove()`` gave its base model back."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__(
+            f"this {type(model).__name__} was unloaded: its base model was given back and no "
+            "longer carries the adapter; use the model unload() returned, or adapt it again"
+        )
 
 
 def check_unpacked(
@@ -117,14 +132,20 @@ class BlockView(Mapping):
 
 
 class PassThrough(nn.Module):
-    """What :meth:`CalyrexModel.disable_adapters` puts in place of a block: adds nothing."""
+    """What :meth:`CalyrexModel.disable_adapter` puts in place of a block: adds nothing."""
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return h
 
 
 class CalyrexModel(nn.Module, GenerationMixin):
-    """``base`` (frozen) with ``blocks[i]`` after decoder layer ``i``."""
+    """``base`` (frozen) with ``blocks[i]`` after decoder layer ``i``.
+
+    It answers the adapter contract (:class:`calyrex.adapters.contract.Adapted`, PEFT's names):
+    ``disable_adapter()``, ``adapter_state_dict()`` / ``load_adapter_state_dict()``,
+    ``save_adapter()``, ``unload()`` (also ``remove()``), ``get_base_model()``,
+    ``get_nb_trainable_parameters()``, ``system_mask`` in ``forward`` and ``generate``.
+    """
 
     def __init__(
         self,
@@ -147,6 +168,7 @@ class CalyrexModel(nn.Module, GenerationMixin):
         self.adapter_config = config
         self.markers = markers
         self.markers_reason = markers_reason  # why there is no fallback, when there is none
+        self.unloaded = False  # set by unload(): the base model no longer carries the blocks
         for name, param in self.named_parameters():
             param.requires_grad_(is_adapter_param(name))
 
@@ -162,19 +184,38 @@ class CalyrexModel(nn.Module, GenerationMixin):
     def uses_span(self) -> bool:
         return any(reads_span(layer.cal_block) for layer in self.cal_layers())
 
-    def remove(self) -> nn.Module:
+    def get_base_model(self) -> nn.Module:
+        """The HF model under the blocks (PEFT's name); it carries them until :meth:`unload`."""
+        return self.base
+
+    def get_nb_trainable_parameters(self) -> tuple[int, int]:
+        """(trainable, all) parameters, as PEFT's method of that name counts them."""
+        params = list(self.parameters())
+        return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
+
+    def unload(self) -> nn.Module:
         """Put the host layers back and give the bare base model back (blocks detached), with
-        every parameter's ``requires_grad`` as it was before wrapping."""
+        every parameter's ``requires_grad`` as it was before wrapping (PEFT's ``unload``). This
+        wrapper is spent: calling it afterwards raises :class:`UnloadedError`."""
+        self.check_loaded()
         layers = hf.decoder_layers(self.base)
         for i, layer in enumerate(layers):
             if isinstance(layer, CalyrexLayer):
                 layers[i] = layer.host
         for name, param in self.base.named_parameters():
             param.requires_grad_(self.base_requires_grad.get(name, param.requires_grad))
+        self.unloaded = True
         return self.base
 
+    remove = unload  # calyrex's first name for it
+
+    def check_loaded(self) -> None:
+        """Raise :class:`UnloadedError` once :meth:`unload` gave the base model back."""
+        if self.unloaded:
+            raise UnloadedError(self)
+
     @contextlib.contextmanager
-    def disable_adapters(self) -> Iterator[None]:
+    def disable_adapter(self) -> Iterator[None]:
         """Run as the frozen base model while inside (PEFT's ``disable_adapter()``).
 
         Every block is swapped for a :class:`PassThrough`: a layer then returns its host
@@ -249,6 +290,7 @@ class CalyrexModel(nn.Module, GenerationMixin):
         """
         if cache is not None:
             kwargs["cache"] = cache
+        self.check_loaded()
         tokens = input_ids if input_ids is not None else inputs_embeds
         cache = hf.layer_cache(kwargs)
         past = hf.cache_length(cache)
@@ -308,6 +350,7 @@ class CalyrexModel(nn.Module, GenerationMixin):
     ) -> Any:
         """HF ``generate`` with the system span; ``system_mask`` (B, N) covers the ``input_ids``
         given (the whole sequence, cached tokens included)."""
+        self.check_loaded()
         input_ids = kwargs.pop("input_ids", inputs)
         starts = hf.cache_length(hf.layer_cache(kwargs)) == 0
         if system_mask is not None or starts:
@@ -383,11 +426,14 @@ class CalyrexModel(nn.Module, GenerationMixin):
         Under FSDP2 the parameters are sharded DTensors: each is gathered whole, a collective
         that every rank must join (call this on all ranks, write on one).
         """
-        return adapter_tensors(self.cal_blocks)
+        self.check_loaded()
+        return block_tensors(self.cal_blocks)
 
-    def load_adapter_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Inverse of :meth:`adapter_state_dict` (keys checked by the caller)."""
-        load_adapter_tensors(self.cal_blocks, state)
+    def load_adapter_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Inverse of :meth:`adapter_state_dict`: ``state`` must have exactly its keys and
+        shapes, else :class:`~calyrex.core.adapter_io.AdapterError` and nothing is loaded."""
+        self.check_loaded()
+        load_block_tensors(self.cal_blocks, state)
 
     def adapter_record(self) -> dict[str, Any]:
         """What ``adapter_config.json`` says about this adapter (weights' checksum added at save)."""

@@ -9,6 +9,8 @@ parameter has in the bare HF model.
 from __future__ import annotations
 
 ADAPTER_PREFIX = "cal_"
+# an adapter file's tensor names: ``cal_blocks.<layer>.<block parameter>`` (calyrex.core.adapter_io)
+BLOCKS_PREFIX = "cal_blocks."
 HOST = "host"  # attribute of calyrex.core.layer.CalyrexLayer holding the original decoder layer
 
 

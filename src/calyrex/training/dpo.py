@@ -1,7 +1,7 @@
 """DPO on the adapters, with a free reference model: the same model with its adapters off.
 
 The policy is the wrapped model; the reference is that model with every adapter switched off
-(``CalyrexModel.disable_adapters()``, PEFT's ``disable_adapter()``), which is the frozen base
+(``disable_adapter()``, every adapted model's: :mod:`calyrex.adapters.contract`), which is the frozen base
 bit for bit. So the reference holds no weights of its own, nothing is copied, and each step
 costs one extra no-grad forward of the model being trained (Rafailov et al. 2023 use a frozen
 copy of the starting model; here the starting model of a fresh adapter *is* the base).
@@ -9,7 +9,7 @@ copy of the starting model; here the starting model of a fresh adapter *is* the 
 The loss, its metrics and the training loop are TRL's ``DPOTrainer``; what this module adds:
 
 - :class:`FreeReference`, the ``ref_model`` it is given: a module without parameters that
-  calls the policy under :func:`adapters_off`;
+  calls the policy under its ``disable_adapter()``;
 - calyrex's own tokens and span (:func:`encode_pair`): ``encode_one``'s ids (chat-template ids,
   special-token strings in contents kept plain text) and the prompt's ``system_mask``, which
   :class:`PreferenceCollator` hands to the model with every chosen and rejected row;
@@ -24,7 +24,6 @@ Data: JSONL in TRL's conversational preference format, one pair a line::
 
 from __future__ import annotations
 
-import contextlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,7 +40,6 @@ except ImportError as err:  # an optional dependency: pip install 'calyrex[dpo]'
     raise ImportError("objective 'dpo' needs TRL: pip install 'calyrex[dpo]'") from err
 
 from ..adapters.methods import accept_system_mask
-from ..core.model import CalyrexModel
 from ..span.chat import SystemPromptTruncatedError, encode_one
 from .data import DataError, EncodeStats, read_rows
 from .trainer import AdapterTrainer
@@ -180,20 +178,12 @@ def encode_pairs(
 
 
 # -- the free reference -------------------------------------------------------------------------
-def adapters_off(model: nn.Module) -> contextlib.AbstractContextManager:
-    """The context in which ``model`` is its base model: calyrex's or PEFT's own switch."""
-    if isinstance(model, CalyrexModel):
-        return model.disable_adapters()
-    if hasattr(model, "peft_config") and hasattr(model, "disable_adapter"):
-        return model.disable_adapter()
-    raise TypeError(f"{type(model).__name__} has no adapters to switch off")
-
-
 class FreeReference(nn.Module):
     """DPO's reference model: ``policy`` itself, called with its adapters switched off.
 
     ``policy`` is kept out of the module tree, so this module has no parameters: nothing of it
     is saved, moved, sharded or copied, and it adds no memory beyond one no-grad forward.
+    ``policy`` answers the adapter contract: its ``disable_adapter()`` is the switch.
     """
 
     def __init__(self, policy: nn.Module) -> None:
@@ -205,7 +195,7 @@ class FreeReference(nn.Module):
         return self.policy.config
 
     def forward(self, **kwargs: Any) -> Any:
-        with adapters_off(self.policy):
+        with self.policy.disable_adapter():
             return self.policy(**kwargs)
 
 
@@ -277,12 +267,12 @@ class PreferenceTrainer(AdapterTrainer, DPOTrainer):
         )
         if ref_model is None:  # a fresh one: TRL patched and prepared the one it was given
             self.ref_model = FreeReference(model)
-        if isinstance(model, CalyrexModel):
-            # TRL put its fused LM head on the wrapper, where it would call the host's backbone
-            # past CalyrexModel.forward (no span); it goes on the host, under the span logic
-            vars(model).pop("forward", None)
+        if vars(model).pop("forward", None) is not None:
+            # TRL put its fused LM head on a wrapper it does not know (a CalyrexModel), where
+            # it would call the host's backbone past the wrapper's forward (no span); it goes
+            # on the HF model, under the wrapper's span logic (TRL does the same for PEFT)
             extra = ("log_sum_sq_probs",) if args.use_weighting else ()
-            add_fused_lm_head(model.base, outputs=FUSED_OUTPUTS + extra)
+            add_fused_lm_head(model.get_base_model(), outputs=FUSED_OUTPUTS + extra)
 
     def _prepare_dataset(self, dataset: Any, *args: Any, **kwargs: Any) -> Any:
         return dataset  # already encoded by encode_pairs: calyrex's tokens and span

@@ -22,8 +22,9 @@ from ..adapters.loading import load_model
 from ..adapters.methods import adapt
 from ..backbones.precision import Choice, agreed
 from ..backbones.precision import resolve as resolve_precision
+from ..core.adapter_io import read_adapter, whole
 from ..core.config import CalyrexConfig
-from ..core.model import CalyrexModel, count_trainable, whole
+from ..core.model import count_trainable
 from ..span.chat import pad_batch
 from ..span.markers import span_markers_reason
 from .config import TrainConfig
@@ -158,19 +159,10 @@ def _adapted(cfg: TrainConfig, base: Any, cal_cfg: CalyrexConfig, tok: Any) -> A
     if cfg.init_adapter is None:
         return adapt(base, cfg.method, cal_cfg, seed=cfg.seed)
     from ..adapters.loading import load_adapter
-    from ..core.adapter_io import is_peft_adapter, resolve_dir
 
-    directory = resolve_dir(cfg.init_adapter)
-    if is_peft_adapter(directory):  # trainable, unlike PeftModel.from_pretrained's default
-        from peft import PeftModel
-
-        # around ``base`` from load_model, which takes system_mask already: so does the PEFT model
-        model, method = PeftModel.from_pretrained(base, str(directory), is_trainable=True), "lora"
-    else:
-        model = load_adapter(base, directory, tokenizer=tok)
-        method = model.method
-    if method != cfg.method:
-        raise ValueError(f"{cfg.init_adapter} is a {method} adapter, not {cfg.method}")
+    model = load_adapter(base, cfg.init_adapter, tokenizer=tok)  # trainable, as adapt's
+    if model.method != cfg.method:
+        raise ValueError(f"{cfg.init_adapter} is a {model.method} adapter, not {cfg.method}")
     return model
 
 
@@ -199,12 +191,9 @@ def is_main_process() -> bool:
 
 def _save_adapter(model: Any, where: Path) -> None:
     """``model``'s adapter in ``where`` (call on every rank: rank 0 writes)."""
-    if isinstance(model, CalyrexModel):
-        state = model.adapter_state_dict()  # every rank: a collective under FSDP2
-        if is_main_process():
-            model.save_adapter(where, state)
-    elif is_main_process():
-        model.save_pretrained(str(where))
+    state = model.adapter_state_dict()  # every rank: a collective under FSDP2
+    if is_main_process():
+        model.save_adapter(where, state)
 
 
 def _load_best(model: Any, out: Path) -> dict[str, Any] | None:
@@ -214,16 +203,7 @@ def _load_best(model: Any, out: Path) -> dict[str, Any] | None:
     best = read_best(out)
     if best is None:
         return None
-    where = out / best["dir"]
-    if isinstance(model, CalyrexModel):
-        from ..core.adapter_io import read_config, read_weights
-
-        model.load_adapter_state_dict(read_weights(where, read_config(where)))
-    else:
-        from peft import set_peft_model_state_dict
-        from safetensors.torch import load_file
-
-        set_peft_model_state_dict(model, load_file(where / "adapter_model.safetensors"))
+    model.load_adapter_state_dict(read_adapter(out / best["dir"])[1])
     return best
 
 
@@ -263,8 +243,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     cal_cfg = CalyrexConfig(placement=cfg.placement, layers=cfg.layers, **(cfg.block or {}))
     counts = matched_counts(base, cal_cfg)
     model = _adapted(cfg, base, cal_cfg, tok)
-    if isinstance(model, CalyrexModel):
-        # the input_ids-only fallback travels with the adapter
+    if model.uses_span:  # the input_ids-only fallback travels with the adapter
         model.markers, model.markers_reason = span_markers_reason(tok)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
@@ -295,7 +274,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         best = _load_best(model, out)  # OUT/adapter is the best evaluated one
     checksums = _gather(adapter_checksum(model))
     adapter_dir = out / "adapter"
-    state = model.adapter_state_dict() if isinstance(model, CalyrexModel) else None  # all ranks
+    state = model.adapter_state_dict()  # all ranks: a collective under FSDP2
     if trainer.is_world_process_zero():
         _save_final(model, tok, adapter_dir, state)
         summary = {
@@ -364,11 +343,8 @@ def _record_precision(out: Path, choice: Choice) -> None:
     atomic_write(out / PRECISION_FILE, lambda tmp: Path(tmp).write_text(text))
 
 
-def _save_final(model: Any, tok: Any, adapter_dir: Path, state: dict | None) -> None:
-    if isinstance(model, CalyrexModel):
-        model.save_adapter(adapter_dir, state)
-    else:  # PEFT's own format, loadable with PeftModel.from_pretrained or calyrex.load_adapter
-        model.save_pretrained(str(adapter_dir))
+def _save_final(model: Any, tok: Any, adapter_dir: Path, state: dict) -> None:
+    model.save_adapter(adapter_dir, state)  # LoRA: PEFT's files (PeftModel.from_pretrained)
     tok.save_pretrained(str(adapter_dir / "tokenizer"))
 
 

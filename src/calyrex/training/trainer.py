@@ -15,8 +15,7 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
-from ..core.adapter_io import read_config, read_weights
-from ..core.model import CalyrexModel
+from ..core.adapter_io import read_adapter
 
 STAGING = ".staging"
 
@@ -27,27 +26,18 @@ def barrier() -> None:
 
 
 class AdapterTrainer(Trainer):
-    """Saves and restores only the adapter; checkpoints appear whole or not at all."""
-
-    def _calyrex_model(self) -> CalyrexModel | None:
-        model = self.accelerator.unwrap_model(self.model)
-        return model if isinstance(model, CalyrexModel) else None
+    """Saves and restores only the adapter (the model's own files, through the adapter
+    contract: calyrex's format or LoRA's PEFT format); checkpoints appear whole or not at all."""
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-        model = self._calyrex_model()
-        if model is None:  # PEFT LoRA: the Trainer saves it in PEFT's own format
-            return super()._save(output_dir, state_dict)
+        model = self.accelerator.unwrap_model(self.model)
         state = model.adapter_state_dict()  # every rank: gathering FSDP2 shards is a collective
         if self.args.should_save:
             model.save_adapter(output_dir or self.args.output_dir, state)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
-        target = self._calyrex_model()
-        if target is None:
-            return super()._load_from_checkpoint(resume_from_checkpoint, model)
-        directory = Path(resume_from_checkpoint)
-        state = read_weights(directory, read_config(directory))
-        target.load_adapter_state_dict(state)
+        target = self.accelerator.unwrap_model(self.model)
+        target.load_adapter_state_dict(read_adapter(Path(resume_from_checkpoint))[1])
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         """Write into ``OUT/.staging/checkpoint-N`` then rename: a kill never leaves half a checkpoint."""

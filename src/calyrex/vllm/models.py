@@ -19,10 +19,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..core.names import BLOCKS_PREFIX
 from .block import KeyBiasCAL
 from .span import exported_markers, token_flags
-
-ADAPTER_PREFIX = "cal_blocks."  # adapter tensor names: cal_blocks.<layer>.<block parameter>
 
 
 class SpanState:
@@ -137,7 +136,7 @@ class CalyrexMixin:
 
         def stock() -> Iterable[tuple[str, torch.Tensor]]:
             for name, tensor in weights:
-                if name.startswith(ADAPTER_PREFIX):
+                if name.startswith(BLOCKS_PREFIX):
                     ours[name] = tensor
                 else:
                     yield name, tensor
@@ -147,7 +146,7 @@ class CalyrexMixin:
 
     def _load_cal(self, tensors: dict[str, torch.Tensor]) -> set[str]:
         params = {
-            f"{ADAPTER_PREFIX}{name.split('.layers.')[1].replace('.cal.', '.', 1)}": (name, p)
+            f"{BLOCKS_PREFIX}{name.split('.layers.')[1].replace('.cal.', '.', 1)}": (name, p)
             for name, p in self.named_parameters()  # type: ignore[attr-defined]
             if ".cal." in name
         }

@@ -194,7 +194,9 @@ def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path) -> float:
     """``arm``'s learning rate: the recipe's, or with a grid the value whose seed-0 run of
     ``sweep_steps`` (DPO: ``dpo_sweep_steps``, from the seed-0 SFT adapter) ends at the lowest
     validation loss — swept once per method and objective, in ``OUT/sweep/`` (resumable), the
-    losses and the choice in ``OUT/sweep/chosen.json``."""
+    losses and the choice in ``OUT/sweep/chosen.json``. A winner at the grid's edge is not a
+    chosen value: the grid grows past that edge in its 1-3-10 steps (one more decade of the
+    pattern), at most ``sweep_extend`` times, and says so when it still ends at an edge."""
     dpo = arm.objective == "dpo"
     grid = cfg.dpo_lr_grid if dpo else cfg.lr_grid
     if not grid:
@@ -204,23 +206,22 @@ def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path) -> float:
     key = f"{arm.method}-{arm.objective}"
     file = out / "sweep" / "chosen.json"
     chosen = json.loads(file.read_text()) if file.is_file() else {}
-    if key in chosen and chosen[key]["grid"] == list(grid):
+    recipe = {"grid": list(grid), "extend": cfg.sweep_extend}
+    if key in chosen and {k: chosen[key].get(k) for k in recipe} == recipe:
         return chosen[key]["lr"]
     steps = cfg.dpo_sweep_steps if dpo else cfg.sweep_steps
-    # the method's plain arm (late8th, the study's seeds) stands for every arm of the method
-    losses = {}
-    for lr in grid:
-        where = out / "sweep" / f"{key}-lr{lr:g}"
-        if not (where / "summary.json").is_file():
-            _say(f"sweep {where.name}")
-            plain = replace(arm, placement="late8th")
-            budget = {"lr": lr, "max_steps": steps, "eval_steps": steps, "eval_on_start": False}
-            _train(cfg, plain, 0, data, where, save_steps=max(1, steps // 4), **budget)
-        summary = json.loads((where / "summary.json").read_text())
-        losses[f"{lr:g}"] = summary["validation"]["best"]["eval_loss"]
-    best = min(grid, key=lambda lr: losses[f"{lr:g}"])
-    edge = best in (min(grid), max(grid))
-    chosen[key] = {"lr": best, "grid": list(grid), "steps": steps, "val_loss": losses}
+    values, losses = sorted(grid), {}
+    for grown in range(cfg.sweep_extend + 1):
+        for lr in values:
+            if f"{lr:g}" not in losses:
+                losses[f"{lr:g}"] = _sweep_loss(cfg, arm, key, lr, steps, data, out)
+        best = min(values, key=lambda lr: losses[f"{lr:g}"])
+        if best not in (values[0], values[-1]) or len(values) < 2 or grown == cfg.sweep_extend:
+            break
+        grow = float(f"{values[-2] * 10:g}") if best == values[-1] else float(f"{values[1] / 10:g}")
+        values = sorted([*values, grow])
+    edge = best in (values[0], values[-1])
+    chosen[key] = {"lr": best, **recipe, "swept": values, "steps": steps, "val_loss": losses}
     chosen[key]["at_grid_edge"] = edge
     _write(file, chosen)
     _say(
@@ -228,6 +229,21 @@ def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path) -> float:
         + (" at the grid's edge" if edge else "")
     )
     return best
+
+
+def _sweep_loss(
+    cfg: StudyConfig, arm: Arm, key: str, lr: float, steps: int, data: Path, out: Path
+) -> float:
+    """The best validation loss of ``arm``'s method at ``lr`` (seed 0, ``steps`` steps); the
+    method's plain arm (late8th) stands for every arm of the method."""
+    where = out / "sweep" / f"{key}-lr{lr:g}"
+    if not (where / "summary.json").is_file():
+        _say(f"sweep {where.name}")
+        plain = replace(arm, placement="late8th")
+        budget = {"lr": lr, "max_steps": steps, "eval_steps": steps, "eval_on_start": False}
+        _train(cfg, plain, 0, data, where, save_steps=max(1, steps // 4), **budget)
+    summary = json.loads((where / "summary.json").read_text())
+    return summary["validation"]["best"]["eval_loss"]
 
 
 def train_arm(
