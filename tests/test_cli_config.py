@@ -200,3 +200,28 @@ def test_eval_help_explains_every_flag_and_lists_the_suites():
     assert [flag for flag, text in said.items() if len(text) < 10] == []
     text = " ".join(parser.format_help().split())
     assert all(name in text for name in SUITES) and " | ".join(PRECISIONS) in text
+
+
+def test_every_subcommand_explains_every_option():
+    """Issue 39: each flag of each subcommand has its own help text (not only its default),
+    and the flags with a fixed set of values list them."""
+    from calyrex.cli import commands, subcommand_parser
+
+    bare, choices = [], {}
+    for name in commands():
+        parser = subcommand_parser(name)
+        for action in parser._actions:
+            if action.dest == "help":
+                continue
+            text = (action.help or "").split(" (default:")[0]
+            if not text or text.startswith("default:"):
+                bare.append(f"{name} {action.dest}")
+            if action.choices:
+                choices[f"{name} {action.dest}"] = list(action.choices)
+    assert bare == []
+    assert choices["study which"] == ["real", "ruleworld"]
+    assert choices["serve developer_role"] == ["reject", "system", "user"]
+    assert choices["mix access"] == ["default", "fewer-granted", "every-outcome"]
+    assert choices["eval dtype"] == ["auto", "float32", "bfloat16", "float16"]
+    suite = subcommand_parser("eval")._option_string_actions["--suite"].help
+    assert all(name in suite for name in ("sys_ifeval", "tensortrust", "mix_access"))

@@ -45,18 +45,18 @@ def test_cli_serves_ruleworld_and_shuts_down_gracefully():
 
 def test_api_key_may_be_repeated(monkeypatch):
     """``--api-key a --api-key b c`` gives all three keys (argparse's extend), as vLLM users expect."""
-    import inspect
+    import functools
 
     import calyrex.serve.command as command
     from calyrex import cli
 
     seen = {}
 
+    @functools.wraps(command.serve)  # its signature, annotations and options
     def fake(**kw):
         seen.update(kw)
         return 0
 
-    fake.__signature__ = inspect.signature(command.serve)
     monkeypatch.setattr(command, "serve", fake)
     assert cli.main(["serve", "--model", "m", "--api-key", "a", "--api-key", "b", "c"]) == 0
     assert seen["api_key"] == ["a", "b", "c"]

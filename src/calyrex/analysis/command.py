@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..backbones.precision import Dtype
 from ..backbones.resolve import resolve_model
 from .data import load_examples
 from .recommend import summary
@@ -50,7 +51,7 @@ def analyze(
     patch_chunk: int = 8,
     seed: int = 0,
     device: str = "auto",
-    dtype: str = "auto",
+    dtype: Dtype = "auto",
     progress: bool = True,
 ) -> dict[str, Any]:
     """Locate where a model keeps its system-prompt rules, layer by layer, and recommend a placement.
@@ -60,6 +61,20 @@ def analyze(
     datasets source of rule conversations (rule_id, system, neutral_system, user, response) —
     by default RuleWorld's for its backbone, else the built-in set. Writes OUT/analysis.json
     and OUT/analysis.png.
+
+    Args:
+        model: a hub id, a model directory or a registered name (smollm2, ruleworld)
+        out: the directory for analysis.json and analysis.png
+        adapter: a trained adapter directory to analyse with the model (any method)
+        data: builtin, ruleworld[:SEED], a JSONL file or a datasets source of rule conversations
+            (default: RuleWorld's for its backbone, else builtin)
+        max_examples: analyse at most this many conversations (default: all)
+        test_fraction: the share of conversations held out to score the rule probe
+        patch_chunk: layers patched per forward pass (memory against speed)
+        seed: the probe's train/test split
+        device: auto (CUDA when present), cpu or cuda[:N]
+        dtype: auto (bf16 on a GPU, fp32 on the CPU) or a torch dtype name
+        progress: show a progress bar
     """
     from ..adapters.loading import load_model
 

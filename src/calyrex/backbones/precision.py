@@ -12,12 +12,15 @@ import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # torch's names
+# a --dtype flag's values: auto or torch's name of a dtype (its choices in --help)
+Dtype = Literal[("auto", *ALIASES)]
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 MIN_SPEEDUP = 1.2  # bf16 must beat fp32 by this much to be chosen on CPU
 

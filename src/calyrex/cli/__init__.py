@@ -15,7 +15,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .fields import add_options, description, help_text, options_of, param_docs
+from .fields import add_options, argument, description, help_text, options_of, param_docs
 
 # subcommand → "module:function" (imported only when that subcommand runs, so the CLI starts fast);
 # the research wing's subcommands (study, mix, reproduce, ruleworld-*, …) are its entry points
@@ -34,17 +34,11 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def _type_of(annotation: Any) -> tuple[Callable[[str], Any], bool]:
-    """(converter, is_list) for a parameter annotation such as ``int | None`` or ``list[str]``."""
+def _hint(fn: Callable[..., Any], annotation: Any) -> Any:
+    """A parameter's annotation as a type (annotations are postponed strings)."""
     if isinstance(annotation, str):
-        annotation = eval(annotation, vars(typing), {})  # annotations are postponed strings
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    origin = typing.get_origin(annotation)
-    if origin is list:
-        return args[0], True
-    if args and origin is not list:
-        return _type_of(args[0])
-    return annotation, False
+        return eval(annotation, {**vars(typing), **inspect.unwrap(fn).__globals__})
+    return annotation
 
 
 def _add(sub: Any, name: str, fn: Callable[..., Any]) -> argparse.ArgumentParser:
@@ -57,25 +51,19 @@ def _add(sub: Any, name: str, fn: Callable[..., Any]) -> argparse.ArgumentParser
     ]
     docs = param_docs(fn)  # the docstring's Args: block, as the flags' help
     for param in params:
-        kind, many = _type_of(param.annotation)
-        flag = "--" + param.name.replace("_", "-")
+        kw = argument(_hint(fn, param.annotation))  # type, nargs, choices: as a config field's
         what = help_text(docs.get(param.name, ""), param.default) or None
         if param.kind is inspect.Parameter.POSITIONAL_ONLY:
-            parser.add_argument(param.name, type=kind, nargs="+" if many else None, help=what)
-        elif kind is bool:
-            parser.add_argument(
-                flag, action=argparse.BooleanOptionalAction, default=param.default, help=what
-            )
-        elif param.default is inspect.Parameter.empty:
-            parser.add_argument(
-                flag, type=kind, required=True, nargs="+" if many else None, help=what
-            )
-        elif many and param.default is None:  # repeatable: --key a b --key c → [a, b, c]
-            parser.add_argument(flag, type=kind, nargs="+", action="extend", help=what)
+            parser.add_argument(param.name, help=what, **kw)
+            continue
+        flag = "--" + param.name.replace("_", "-")
+        if param.default is inspect.Parameter.empty:
+            parser.add_argument(flag, required=True, help=what, **kw)
+        elif kw.get("nargs") == "+" and "action" not in kw and param.default is None:
+            # repeatable: --key a b --key c → [a, b, c]
+            parser.add_argument(flag, action="extend", help=what, **kw)
         else:
-            parser.add_argument(
-                flag, type=kind, default=param.default, nargs="+" if many else None, help=what
-            )
+            parser.add_argument(flag, default=param.default, help=what, **kw)
     config = options_of(fn)
     if config is not None:  # **options: one flag per field of the dataclass
         add_options(parser, config, taken=[p.name for p in params])

@@ -49,7 +49,14 @@ def session(
 def chat(
     model: str, adapter: str | None = None, system: str | None = None, max_new_tokens: int = 128
 ) -> None:
-    """Chat in the terminal with MODEL (+ ADAPTER) under an optional --system prompt; /reset, /quit."""
+    """Chat in the terminal with MODEL (+ ADAPTER) under an optional --system prompt; /reset, /quit.
+
+    Args:
+        model: a hub id, a model directory or a registered name (smollm2, ruleworld)
+        adapter: a trained adapter directory (any method)
+        system: the system prompt of the conversation (kept across /reset)
+        max_new_tokens: the longest reply, in tokens
+    """
     from ..adapters.loading import load_model
 
     loaded, tok = load_model(model, adapter)

@@ -5,7 +5,8 @@
 ``float``, ``str``, ``bool`` as ``--x/--no-x``, ``X | None``, ``list[X]``, ``X | list[X]``,
 ``tuple[X, ...]``, ``Literal[...]``, ``dict`` as JSON); its help is the field's docstring (the
 string literal under it, as mkdocstrings reads it); its choices are ``Literal`` values or
-``field(metadata={"choices": REGISTRY})``. The function receives only the flags given on the
+``field(metadata={"choices": REGISTRY})``; ``metadata={"cli": False}`` keeps a field off the
+command line (the command sets it from its own parameters). The function receives only the flags given on the
 command line, as keyword arguments, so a ``--config FILE`` can sit between the dataclass
 defaults and the flags.
 """
@@ -186,7 +187,7 @@ def add_options(parser: argparse.ArgumentParser, cls: type, taken: Sequence[str]
     docs = field_docs(cls)
     group = parser.add_argument_group(f"options ({cls.__name__} fields)")
     for f in dataclasses.fields(cls):
-        if not f.init:
+        if not f.init or f.metadata.get("cli") is False:  # set by the command itself
             continue
         if f.name in taken:
             raise TypeError(f"{f.name!r} is both a parameter and a {cls.__name__} field")

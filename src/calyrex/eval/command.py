@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..backbones.precision import Dtype
 from .bench import EvalConfig
 
 
@@ -34,7 +35,7 @@ def eval_command(
     limit: int | None = None,
     max_new_tokens: int = 1024,
     batch_size: int = 8,
-    dtype: str = "auto",
+    dtype: Dtype = "auto",
     device: str | None = None,
     label: str | None = None,
     seed: int = 0,
@@ -105,7 +106,13 @@ def eval_command(
 
 def report_command(runs: list[str], baseline: str | None = None, out: str = "eval_report") -> None:
     """Compare runs side by side: a markdown table (rows benchmarks, columns runs, deltas vs
-    --baseline) and plots, written to OUT/report.md and OUT/*.png."""
+    --baseline) and plots, written to OUT/report.md and OUT/*.png.
+
+    Args:
+        runs: eval output directories (each with results.json), one column each
+        baseline: the run every other run's delta is taken against (default: the first)
+        out: the directory for report.md and the plots
+    """
     from .report import report
 
     print(report([Path(r) for r in runs], Path(out), baseline))

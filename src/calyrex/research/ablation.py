@@ -44,7 +44,26 @@ def ablate(
     seed, evaluated and tabulated into OUT/ablation.{json,md,png}. Default: RuleWorld (--quick
     for a CI-sized run, --backbone DIR). Any model: --model M --data D --suite ifeval,... with
     --config TRAIN.yaml (training options), --eval-data NAME=PATH, --limit, --judge as for
-    `calyrex eval`; --steps overrides the training steps in both cases."""
+    `calyrex eval`; --steps overrides the training steps in both cases.
+
+    Args:
+        presets: the placement presets to compare (default: all; calyrex placements lists them)
+        out: the directory for the adapters, evaluations and ablation.{json,md,png}
+        seed: the training seed of every adapter
+        quick: a CI-sized run on RuleWorld (a few steps and examples)
+        steps: training steps per adapter (overrides the preset's or --config's)
+        backbone: a saved RuleWorld backbone directory (default: the packaged one)
+        model: ablate on this model instead of RuleWorld (a hub id, directory or registered name)
+        data: with --model: training data (JSONL files or datasets sources)
+        suite: with --model: the calyrex eval suites, comma-separated
+        config: with --model: a training YAML (calyrex train's options)
+        eval_data: with --model: NAME=PATH data for the suites, as calyrex eval takes it
+        limit: with --model: items per suite
+        max_new_tokens: with --model: the longest generated reply
+        batch_size: with --model: prompts per generation batch
+        judge: with --model: the judge for judged suites, as calyrex eval takes it
+        judge_model: with --model: the judge's model
+    """
     start, root = time.time(), Path(out)
     root.mkdir(parents=True, exist_ok=True)
     presets = presets or list(PRESETS)

@@ -1,4 +1,5 @@
-"""``calyrex serve``: the options are this function's signature (see calyrex/cli/__init__.py)."""
+"""``calyrex serve``: its own options are this function's signature, the server's policy and
+limits the fields of :class:`~calyrex.serve.config.ServeConfig` (calyrex/cli/fields.py)."""
 
 from __future__ import annotations
 
@@ -8,43 +9,43 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..backbones.precision import Dtype
+from ..cli.fields import options_from
 from .config import ServeConfig
 
 
+@options_from(ServeConfig)
 def serve(
     model: str,
     adapter: str | None = None,
     host: str = "127.0.0.1",
     port: int = 8000,
     system_prompt: str | None = None,
-    client_system: str = "reject",
-    developer_role: str = "reject",
-    later_system: str = "reject",
-    max_concurrency: int = 8,
-    max_queue: int = 64,
-    cache_bytes: int = 1 << 30,
-    cache_salt: str = "",
     served_model_name: str | None = None,
-    dtype: str = "auto",
+    dtype: Dtype = "auto",
     device: str | None = None,
     shutdown_grace: float = 10.0,
     api_key: list[str] | None = None,
-    max_body_bytes: int = 8 << 20,
-    max_messages: int = 2048,
-    max_message_chars: int = 1 << 20,
-    max_json_depth: int = 64,
+    **options: Any,
 ) -> int:
     """Serve MODEL (+ ADAPTER) behind an OpenAI-compatible API (/v1/chat/completions).
 
-    --system-prompt FILE pins the operator's system prompt (client system messages are rejected,
-    or replaced with --client-system override). --developer-role reject|system|user and
-    --later-system reject|user set the span policy. --max-concurrency requests decode together,
-    --max-queue more wait, then 429. --cache-bytes bounds the system-prompt cache (0: off);
-    --cache-salt separates tenants. The served model id is --served-model-name (default: MODEL).
-    --dtype auto (bf16 where this machine is fast at it, else float32) | float32 | bfloat16.
-    --api-key KEY [KEY ...] (and CALYREX_API_KEY, comma-separated): every route but /health wants
-    "Authorization: Bearer KEY". --max-body-bytes, --max-messages, --max-message-chars and
-    --max-json-depth bound a request before any work is done on it (a 4xx naming the flag).
+    The server's policy and limits are the ``ServeConfig`` flags below (each request is
+    checked against them before any work: a 4xx naming the flag).
+
+    Args:
+        model: a hub id, a model directory or a registered name (smollm2, ruleworld)
+        adapter: a trained adapter directory (any method)
+        host: the address to bind; anything but loopback without --api-key prints a warning
+        port: the port to bind
+        system_prompt: a FILE whose text is the operator's pinned system prompt (client system
+            messages are then rejected, or replaced with --client-system override)
+        served_model_name: the model id clients name (GET /v1/models); default: MODEL
+        dtype: auto (bf16 where this machine is fast at it, else float32) or a torch dtype
+        device: cpu, cuda or cuda:N (default: CUDA when available)
+        shutdown_grace: seconds in-flight requests get to finish on shutdown
+        api_key: KEY [KEY ...] (and CALYREX_API_KEY, comma-separated): every route but /health
+            wants "Authorization: Bearer KEY"
     """
     import uvicorn
 
@@ -55,20 +56,10 @@ def serve(
 
     cfg = ServeConfig(
         model_name=served_model_name or model,
-        max_concurrency=max_concurrency,
-        max_queue=max_queue,
-        cache_bytes=cache_bytes,
-        cache_salt=cache_salt,
         system_prompt=Path(system_prompt).read_text() if system_prompt else None,
-        client_system=client_system,
-        developer_role=developer_role,
-        later_system=later_system,
         shutdown_grace_s=shutdown_grace,
         api_keys=api_keys(api_key, os.environ.get(ENV)),
-        max_body_bytes=max_body_bytes,
-        max_messages=max_messages,
-        max_message_chars=max_message_chars,
-        max_json_depth=max_json_depth,
+        **options,
     )
     warning = bind_warning(host, cfg.api_keys)
     if warning:

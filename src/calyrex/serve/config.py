@@ -13,29 +13,53 @@ LIMITS = ("max_stop_chars", "max_body_bytes", "max_json_depth", "max_messages",
           "max_message_chars", "encode_workers")  # fmt: skip
 
 
+# fields a ``calyrex serve`` flag does not set directly (the command fills them from its own)
+NOT_A_FLAG = {"cli": False}
+
+
 @dataclass
 class ServeConfig:
-    model_name: str = "calyrex"  # the id of GET /v1/models; requests naming another get a 404
-    max_concurrency: int = 8  # requests decoding together (rows of the decode batch)
-    max_queue: int = 64  # admitted requests waiting for a row; more get a 429
-    cache_bytes: int = 1 << 30  # system-prompt cache bound (LRU by bytes); 0 turns it off
-    cache_salt: str = ""  # mixed into every cache key: no hit across salts
-    system_prompt: str | None = None  # the operator's pinned system prompt (--system-prompt FILE)
-    client_system: str = "reject"  # under a pinned prompt: reject or override client system text
-    developer_role: str = "reject"  # reject | system (a leading one is the prompt) | user
-    later_system: str = "reject"  # reject | user
-    default_max_tokens: int = 512  # when the request names none (capped by the window)
-    max_stop: int = 4  # OpenAI's limit on ``stop`` strings
-    max_stop_chars: int = 256  # each stop string (checked against the reply at every token)
-    shutdown_grace_s: float = 10.0  # in-flight requests get this long to finish on shutdown
-    # every route but /health wants ``Authorization: Bearer <one of these>``; empty: no auth
-    api_keys: tuple[str, ...] = field(default=(), repr=False)  # never printed or logged
-    # limits checked before any work (each a 4xx naming its flag)
-    max_body_bytes: int = 8 << 20  # request body, counted while it is read (413 past it)
-    max_json_depth: int = 64  # nesting of [ and { in the body
-    max_messages: int = 2048  # OpenAI's own limit
-    max_message_chars: int = 1 << 20  # characters of one message's content
-    encode_workers: int = 4  # threads that render and tokenise requests (not the engine's)
+    """What a server enforces; ``calyrex serve`` takes one flag per field (its ``--help``)."""
+
+    model_name: str = field(default="calyrex", metadata=NOT_A_FLAG)
+    """The id of GET /v1/models; requests naming another get a 404 (--served-model-name)."""
+    max_concurrency: int = 8
+    """Requests decoding together (the rows of the decode batch)."""
+    max_queue: int = 64
+    """Admitted requests waiting for a row; more get a 429."""
+    cache_bytes: int = 1 << 30
+    """Bound of the system-prompt cache (LRU by bytes); 0 turns it off."""
+    cache_salt: str = ""
+    """Mixed into every cache key: no hit across salts (one per tenant)."""
+    system_prompt: str | None = field(default=None, metadata=NOT_A_FLAG)
+    """The operator's pinned system prompt (--system-prompt FILE)."""
+    client_system: str = field(default="reject", metadata={"choices": CLIENT_SYSTEM})
+    """Under a pinned prompt, a client's system message: rejected (400) or overridden."""
+    developer_role: str = field(default="reject", metadata={"choices": DEVELOPER_ROLE})
+    """A developer message: rejected, the system prompt (a leading one) or user text."""
+    later_system: str = field(default="reject", metadata={"choices": LATER_SYSTEM})
+    """A system message after the first turn: rejected or user text (never span)."""
+    default_max_tokens: int = 512
+    """Reply tokens when the request names none (capped by the context window)."""
+    max_stop: int = 4
+    """``stop`` strings a request may give (OpenAI's limit)."""
+    max_stop_chars: int = 256
+    """Characters of each stop string (checked against the reply at every token)."""
+    shutdown_grace_s: float = field(default=10.0, metadata=NOT_A_FLAG)
+    """Seconds in-flight requests get to finish on shutdown (--shutdown-grace)."""
+    api_keys: tuple[str, ...] = field(default=(), repr=False, metadata=NOT_A_FLAG)
+    """Every route but /health wants ``Authorization: Bearer <one of these>``; empty: no
+    auth. Never printed or logged (--api-key)."""
+    max_body_bytes: int = 8 << 20
+    """Request body, counted while it is read (413 past it); checked before any work."""
+    max_json_depth: int = 64
+    """Nesting of [ and { in a request body."""
+    max_messages: int = 2048
+    """Messages in one request (OpenAI's own limit)."""
+    max_message_chars: int = 1 << 20
+    """Characters of one message's content."""
+    encode_workers: int = 4
+    """Threads that render and tokenise requests (not the engine's)."""
 
     def __post_init__(self) -> None:
         check_settings(self)  # client_system, developer_role, later_system (calyrex.span.policy)

@@ -129,6 +129,11 @@ def export_vllm_command(model: str, adapter: str, out: str) -> None:
     """Write a directory vLLM serves: base weights, tokenizer, CALYREX adapter, calyrex config.
 
     Then: python -m vllm.entrypoints.openai.api_server --model OUT --tokenizer-mode calyrex
+
+    Args:
+        model: the base model: a hub id, a model directory or a registered name
+        adapter: the trained CALYREX adapter directory to serve with it
+        out: the directory vLLM is pointed at (--model OUT)
     """
     path = export_vllm(model, adapter, out)
     print(f"wrote {path}; serve it with:")

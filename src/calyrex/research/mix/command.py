@@ -13,7 +13,7 @@ import os
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .access import ROTATIONS
 from .example import Example
@@ -23,6 +23,9 @@ from .sft import MixConfig, build_split
 from .sources import real_dir, source_files
 
 DEFAULT_N = {"sft": MixConfig().n, "preference": PREFERENCE_N}
+# the flags' choices, read from the registries (calyrex mix --help lists them)
+Kind = Literal[tuple(DEFAULT_N)]
+Rotation = Literal[tuple(ROTATIONS)]
 SPLIT_KEYS = ("rows", "counts", "tags", "sources", "sha256")  # the validation split's, in stats
 
 
@@ -71,10 +74,10 @@ def val_path(path: str | Path) -> Path:
 
 def mix(
     out: str,
-    kind: str = "sft",
+    kind: Kind = "sft",
     n: int | None = None,
     seed: int = 0,
-    access: str = "default",
+    access: Rotation = "default",
     val: int = 0,
     stats: bool = False,
 ) -> int:
@@ -86,6 +89,11 @@ def mix(
     Writes FILE.stats.json beside it (the recipe); ``--stats`` also prints that recipe.
 
     Args:
+        out: the JSONL file to write (FILE; its recipe goes to FILE.stats.json)
+        kind: sft (conversations) or preference (chosen/rejected pairs)
+        n: rows to write (default: the kind's recipe size)
+        seed: the draw of rows from each source
+        stats: also print the recipe (the shares of each source)
         access: the access-code dialogues' outcome rotation: ``default`` (a third "Access
             Granted"), ``fewer-granted`` (a sixth; another sixth refuses a foreign defence's
             rules pasted as the user's text) or ``every-outcome`` (each defence with its wrong

@@ -44,6 +44,16 @@ def reproduce(
     analyze ablate. Finished units are skipped, interrupted ones continue. --dry-run prints
     every command, model and data set with sizes and GPU-hours (--bench FILE: rates measured by
     `calyrex bench --json`). Exit status 1 when a benchmark could not be scored.
+
+    Args:
+        config: the paper recipe of one backbone (configs/paper/*.yaml)
+        out: the directory of every stage's outputs and report.md
+        methods: the methods to train (calyrex lora parallel_mlp; default: all)
+        suites: paper (the recipe's) or NAME,... (calyrex eval suites)
+        stages: train eval report analyze ablate (default: all, in that order)
+        dry_run: print every command, model and data set with sizes and GPU-hours, run nothing
+        smoke: a tiny offline model and the repository's fixtures (CI)
+        bench: a calyrex bench --json FILE whose measured rates the dry run's hours use
     """
     stages = stages or list(STAGES)
     unknown = [s for s in stages if s not in STAGES]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 from .pretrain import pretrain as _pretrain
 
@@ -14,12 +15,25 @@ def pretrain(
     """Pretrain RuleWorld's backbone from scratch (default: into the packaged asset directory).
 
     About 10 minutes on 2 idle CPU cores; --quick trains a narrow one for a few steps (CI).
+
+    Args:
+        seed: the world and the initialisation
+        out: the directory to write (default: the packaged asset directory)
+        quick: a narrow backbone for a few steps (CI)
+        steps: training steps (default: the recipe's)
     """
     _pretrain(seed=seed, out=out, quick=quick, steps=steps)
 
 
-def corpus(out: str, n: int = 5000, seed: int = 0, kind: str = "sft") -> None:
-    """Write N conversations as OpenAI-messages JSONL: KIND "sft" (rule following) or "general"."""
+def corpus(out: str, n: int = 5000, seed: int = 0, kind: Literal["sft", "general"] = "sft") -> None:
+    """Write N conversations as OpenAI-messages JSONL: KIND "sft" (rule following) or "general".
+
+    Args:
+        out: the JSONL file to write
+        n: conversations to write
+        seed: the world they are drawn from
+        kind: sft (rule following) or general
+    """
     from .corpus import general_corpus, sft_corpus, write_jsonl
     from .world import World
 
@@ -34,7 +48,15 @@ def evaluate(
     quick: bool = False,
     out: str | None = None,
 ) -> None:
-    """Evaluate a model (default: the shipped backbone), optionally with an adapter, on RuleWorld."""
+    """Evaluate a model (default: the shipped backbone), optionally with an adapter, on RuleWorld.
+
+    Args:
+        model: a backbone directory or name (default: ruleworld, the shipped one)
+        adapter: a trained adapter directory (any method)
+        seed: the world the suites are drawn from
+        quick: a CI-sized evaluation
+        out: also write the results as JSON to this file
+    """
     import torch
 
     from ...adapters.loading import load_model

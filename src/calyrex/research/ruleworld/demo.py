@@ -224,6 +224,15 @@ def demo(
     steps, 24 examples per suite, one seed: a look, about 5 min on 2 idle cores); --full (100
     steps, seeds 0 1 2, 128 examples per suite, 64 per attack family, contexts to 2,048 tokens:
     the claims; about 30 min on 2 idle cores); --quick (a CI-sized run, well under 2 minutes).
+
+    Args:
+        quick: a CI-sized run (well under 2 minutes)
+        full: the claims' sizes: 100 steps, seeds 0 1 2, 128 examples per suite (about 30 min)
+        out: the directory for the adapters, the table and the plots
+        seed: the backbone's seed (another than 0 pretrains a fresh backbone)
+        seeds: training seeds, each method trained once per seed (mean and spread reported)
+        backbone: a saved RuleWorld backbone directory (or ruleworld: the shipped one)
+        pretrain: pretrain a fresh backbone into OUT/backbone first (about 11 min)
     """
     if backbone is not None:
         from ...backbones.resolve import resolve_model

@@ -207,7 +207,13 @@ def gather(root: Path, cfg: DpoConfig) -> dict[str, Any]:
 
 
 def run_dpo_study(out: str, quick: bool = False, seeds: list[int] | None = None) -> dict:
-    """Run (or resume) the study into ``out`` and write ``out/dpo-study.json``."""
+    """Run (or resume) the study into ``out`` and write ``out/dpo-study.json``.
+
+    Args:
+        out: the study's directory (resumed when it exists)
+        quick: a CI-sized study
+        seeds: training seeds (default: the preset's)
+    """
     cfg = QUICK if quick else FULL
     if seeds:
         cfg = replace(cfg, seeds=tuple(seeds))

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from .real import STAGES, preset, run_study
 
 WHICH = ("real", "ruleworld")
+Which = Literal[WHICH]  # the positional argument's choices
 
 
 def study(
-    which: str,
+    which: Which,
     /,
     model: str = "smollm2",
     quick: bool = False,
@@ -30,6 +31,17 @@ def study(
     OUT/report.json. Default OUT: results/study-real-MODEL-v2, committed without its weights
     (.gitignore: adapters, checkpoints, the mix files), so a later session resumes it;
     --quick: runs/study-WHICH-quick.
+
+    Args:
+        which: real (a real model and real benchmarks) or ruleworld
+        model: the real study's model: a registered name (smollm2)
+        quick: every stage on a few examples (CI)
+        out: the study's directory (default: results/study-real-MODEL-v2; --quick:
+            runs/study-WHICH-quick)
+        stages: a subset of mix analyze sweep train eval report, or rescore (score stored replies
+            again)
+        runs: only these models (base, lora-s0, ...)
+        v1: the first study's recipe and small suites (results/study-real-MODEL)
     """
     if which not in WHICH:
         raise ValueError(f"unknown study {which!r}; choose from {', '.join(WHICH)}")
