@@ -129,3 +129,15 @@ def test_callers_do_not_branch_on_the_method():
 
 def _config():
     return calyrex.CalyrexConfig(placement="late_half")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_inspect_reads_every_methods_files(method, tmp_path, capsys):
+    from calyrex.cli import main
+
+    model = _adapted(method)
+    model.save_adapter(str(tmp_path / method))
+    assert main(["inspect", "--adapter", str(tmp_path / method)]) == 0
+    printed = capsys.readouterr().out
+    assert f'"method": "{method}"' in printed
+    assert f"{calyrex.count_trainable(model):,} adapter parameters" in printed

@@ -20,18 +20,16 @@ def placements(num_layers: int = 28) -> None:
 
 
 def inspect_adapter(adapter: str) -> None:
-    """Print an adapter's method, placement, base model and size without loading a model.
+    """Print an adapter's method, configuration, base model and size without loading a model.
 
     Args:
         adapter: an adapter directory: calyrex's files (CALYREX, ParallelMLP) or PEFT's (LoRA)
     """
-    from ..core.adapter_io import read_config, read_weights
+    from ..core.adapter_io import read_adapter
 
-    directory = Path(adapter)
-    config = read_config(directory)
-    state = read_weights(directory, config)
-    shown = {k: config[k] for k in ("method", "config", "base_model")}
-    samples = shown["base_model"].pop("weight_samples", None)
+    config, state = read_adapter(Path(adapter))
+    shown = {k: config[k] for k in ("method", "config", "base_model") if k in config}
+    samples = shown.get("base_model", {}).pop("weight_samples", None)
     print(json.dumps(shown, indent=2))
     if samples is not None:
         print(f"base weights fingerprinted in {len(samples)} tensors")
