@@ -384,3 +384,23 @@ def test_the_trained_study_asks_its_own_held_out_access_dialogues(tmp_path):
 
     assert FULL.val_rows and FULL.suite("mix_access").limit is None
     assert eval_data(tmp_path)["mix_access"] == str(tmp_path / "data" / "sft.val.jsonl")
+
+
+def test_a_changed_recipe_is_refused_only_where_it_was_trained(tmp_path):
+    """The runs' budget may change while only the learning-rate sweeps exist; the sweeps'
+    recipe may not, and nothing may once a run was trained."""
+    from dataclasses import replace
+
+    from calyrex.research.study.real import _jsonable, run_study
+
+    def recorded(cfg):  # what a study's first stage writes
+        (tmp_path / "study.json").write_text(json.dumps({"config": _jsonable(cfg)}))
+
+    recorded(FULL)
+    (tmp_path / "sweep").mkdir()
+    run_study(replace(FULL, patience=5, eval_steps=10), tmp_path, stages=())
+    with pytest.raises(ValueError, match="other lr_grid"):
+        run_study(replace(FULL, lr_grid=(1e-3, 1e-2)), tmp_path, stages=())
+    (tmp_path / "train").mkdir()
+    with pytest.raises(ValueError, match="other eval_steps, patience"):
+        run_study(replace(FULL, patience=5, eval_steps=10), tmp_path, stages=())

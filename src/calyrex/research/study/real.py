@@ -37,6 +37,8 @@ RECIPE = ("model", "mix_rows", "preference_rows", "steps", "dpo_steps", "batch_s
 RECIPE += ("max_length", "lr", "dpo_lr", "dpo_beta", "precision", "analyze_examples")
 RECIPE += ("access", "val_rows", "preference_val_rows", "epochs", "dpo_epochs", "eval_steps")
 RECIPE += ("patience", "lr_grid", "dpo_lr_grid", "sweep_steps", "dpo_sweep_steps")
+# the fields that set only the study's runs, not its learning-rate sweeps
+RUNS_ONLY = ("steps", "dpo_steps", "epochs", "dpo_epochs", "eval_steps", "patience")
 
 
 def _say(msg: str) -> None:
@@ -368,8 +370,12 @@ def run_study(
     previous = json.loads(plan.read_text()) if plan.is_file() else {}
     old, new = previous.get("config") or {}, _jsonable(cfg)
     changed = [k for k in RECIPE if k in old and old[k] != new[k]]
-    trained = any((out / part).is_dir() for part in ("train", "sweep"))
-    if changed and trained:  # (evaluating the base does not depend on the recipe)
+    # what was trained under the old recipe: sweeps only, or runs too (evaluating the base
+    # does not depend on the recipe; a sweep does not depend on the runs' budget)
+    trained = (out / "train").is_dir() or (
+        (out / "sweep").is_dir() and any(k not in RUNS_ONLY for k in changed)
+    )
+    if changed and trained:
         raise ValueError(
             f"{out} holds a study trained with other {', '.join(changed)} ({plan}); "
             "use a new --out or delete it"
