@@ -5,7 +5,7 @@
 
 Every ``.py`` file under ``src/calyrex`` is parsed with :mod:`ast` (nothing is imported) and
 belongs to a *unit*: its top-level subpackage (``calyrex/serve/…`` → ``serve``) or, for a module
-directly in the package, that module (``calyrex/intervals.py`` → ``intervals``); ``calyrex/__init__.py``
+directly in the package, that module (``calyrex/__main__.py`` → ``__main__``); ``calyrex/__init__.py``
 is the unit ``calyrex``. An import statement anywhere in a file (module level or inside a
 function; not under ``if TYPE_CHECKING:``) is an edge from its unit to the unit it names.
 A string naming a calyrex module (``"calyrex.eval.command:eval_command"``, imported later by

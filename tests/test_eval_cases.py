@@ -11,7 +11,7 @@ from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 from calyrex.cli import main
 from calyrex.eval.cases import Case, Expect, IFEvalCheck, check, load_cases, run_cases, summarize
 from calyrex.eval.generate import Skip
-from calyrex.intervals import wilson
+from calyrex.eval.intervals import wilson
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "cases.jsonl"
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]

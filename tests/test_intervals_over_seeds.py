@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from calyrex.intervals import mean, over_seeds, proportion, value, wilson
+from calyrex.eval.intervals import mean, over_seeds, proportion, value, wilson
 from calyrex.research.ruleworld.readme import claims, separated
 
 ROOT = Path(__file__).resolve().parent.parent

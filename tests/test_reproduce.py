@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from calyrex import intervals as bootstrap
 from calyrex.cli import main
+from calyrex.eval import intervals as bootstrap
 from calyrex.research.reproduce import load_config
 from calyrex.research.reproduce.config import ReportSpec
 from calyrex.research.reproduce.hub import Hub

@@ -7,7 +7,7 @@ import pytest
 
 import calyrex
 from calyrex.cli import main
-from calyrex.intervals import is_rate
+from calyrex.eval.intervals import is_rate
 from calyrex.research.ruleworld.families import FAMILIES
 from calyrex.research.ruleworld.report import PLOTS, TABLE, text_table
 from calyrex.research.ruleworld.train import DEVICE, DTYPE, backbone_dir, backbone_name
@@ -85,7 +85,7 @@ def test_pretrain_flag_builds_a_fresh_backbone_in_out(tmp_path):
 def test_seeds_report_mean_and_spread_per_method(tmp_path, monkeypatch):
     """--seeds trains once per seed; each rate becomes the mean with its spread (wiring only:
     the per-seed runs are stubbed, the quick demo above covers training and evaluation)."""
-    from calyrex.intervals import proportion
+    from calyrex.eval.intervals import proportion
     from calyrex.research.ruleworld import demo as demo_module
     from calyrex.research.ruleworld.evaluate import EvalConfig
 

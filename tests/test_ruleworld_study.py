@@ -2,7 +2,7 @@
 
 import json
 
-from calyrex.intervals import proportion
+from calyrex.eval.intervals import proportion
 from calyrex.research.ruleworld.study import VARIANTS, run_study
 from calyrex.research.ruleworld.study_report import COLUMNS, render_study, verdicts
 

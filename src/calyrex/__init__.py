@@ -7,10 +7,10 @@ from .core.config import CalyrexConfig
 from .core.hf import UnsupportedModelError
 from .core.model import AlreadyWrappedError, CalyrexModel, count_trainable, is_adapter_param
 from .core.placement import PRESETS, placement_layers
+from .core.version import __version__
 from .core.wrap import wrap
 from .span.chat import ChatTemplateError, SystemPromptTruncatedError, encode_chat
 from .span.markers import SpanMarkers, detect_system_mask, span_markers
-from .version import __version__
 
 __all__ = [
     "__version__",

@@ -32,7 +32,6 @@ from torch import nn
 from transformers.generation.utils import GenerationMixin
 
 from ..span.markers import SpanMarkers, detect_system_mask
-from ..version import __version__
 from . import hf
 from .adapter_io import block_tensors, load_block_tensors, write_adapter
 from .adapter_io import whole as whole  # re-exported: calyrex.core.model.whole
@@ -40,6 +39,7 @@ from .cal_cache import CALCache, cal_cache, for_call
 from .layer import CACHE_KW, SPAN_KW, CalyrexLayer, reads_span
 from .mask import call_span, positions_restart
 from .names import ADAPTER_PREFIX, is_adapter_param
+from .version import __version__
 
 __all__ = [
     "ADAPTER_PREFIX",

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.adapter_io import atomic_write
-from ..intervals import wilson
 from .data import DataFormatError, write_json
+from .intervals import wilson
 
 Message = dict[str, str]
 CASE_KEYS = ("id", "category", "messages", "expect", "ignore_case", "max_new_tokens")

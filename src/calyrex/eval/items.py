@@ -12,7 +12,7 @@ import fnmatch
 import json
 from pathlib import Path
 
-from ..intervals import Items
+from .intervals import Items
 
 
 def harness_items(samples: Path, patterns: list[str]) -> Items:

@@ -221,7 +221,7 @@ def plot(rows: dict[str, dict], columns: list[str], path: Path) -> None:
     """Grouped bars: ``columns`` per placement."""
     import matplotlib
 
-    from ..intervals import yerr
+    from ..eval.intervals import yerr
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -22,8 +22,8 @@ from safetensors.torch import save_file
 from ..backbones.resolve import resolve_model
 from ..core.adapter_io import AdapterError, check_base, read_config, read_weights, resolve_dir
 from ..core.config import CalyrexConfig
+from ..core.version import __version__
 from ..span.markers import span_markers_reason
-from ..version import __version__
 from . import ARCHITECTURES
 
 ADAPTER_FILE = "calyrex_adapter.safetensors"

@@ -2,7 +2,7 @@
 column per benchmark; CALYREX's difference to each baseline beside the paper's where it gives one.
 
 Values are percentages. Intervals (95 %): a stratified bootstrap over items for rule-checked
-benchmarks (:mod:`calyrex.intervals`, paired for differences); ±1.96 standard errors as lm-eval
+benchmarks (:mod:`calyrex.eval.intervals`, paired for differences); ±1.96 standard errors as lm-eval
 reports them for MMLU / GSM8K / SQuAD (independent for differences); none for judged
 benchmarks, whose per-item verdicts are not stored.
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...eval.intervals import Items, interval, paired
 from ...eval.items import item_scores
-from ...intervals import Items, interval, paired
 from .config import ReportSpec
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from ...core.placement import placement_layers
-from ...intervals import value
+from ...eval.intervals import value
 from .corpus import sft_corpus, write_jsonl
 from .demo import DEFAULT, QUICK, TRAINING
 from .evaluate import EvalConfig, evaluate

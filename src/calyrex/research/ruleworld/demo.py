@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ...intervals import over_seeds
+from ...eval.intervals import over_seeds
 from .corpus import sft_corpus, write_jsonl
 from .evaluate import EvalConfig, evaluate
 from .report import print_table, write_markdown, write_plots

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ...intervals import over_seeds, t_interval
+from ...eval.intervals import over_seeds, t_interval
 from .corpus import sft_corpus, write_jsonl, write_rows
 from .demo import METHODS, TRAINING, DemoConfig
 from .evaluate import EvalConfig, evaluate

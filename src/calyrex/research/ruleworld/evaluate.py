@@ -3,7 +3,7 @@
 Works with any model: every one takes ``system_mask`` (a calyrex model reads it; a plain HF or
 PEFT model ignores it, :func:`calyrex.adapters.methods.accept_system_mask`). Generation is batched, greedy, left-padded. Each suite returns
 its metrics; :func:`evaluate` merges them into one ``{metric: Rate | {key: Rate}}`` dict, a
-:data:`~calyrex.intervals.Rate` being ``{"rate", "n", "ci95"}`` (Wilson for shares of
+:data:`~calyrex.eval.intervals.Rate` being ``{"rate", "n", "ci95"}`` (Wilson for shares of
 examples, a bootstrap over sessions for multi-turn adherence). Attack metrics are success rates
 (lower is better); all others are rates where higher is better.
 """
@@ -18,7 +18,7 @@ import torch
 
 from ...adapters.methods import accept_system_mask
 from ...eval.grant import granted
-from ...intervals import Rate, mean, proportion
+from ...eval.intervals import Rate, mean, proportion
 from ...span.chat import encode_one, pad_batch
 from . import attacks
 from .checkers import check_all

@@ -15,7 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ...intervals import is_rate, separated
+from ...eval.intervals import is_rate, separated
 from .report import NOTE, PLOTS, markdown_table, rows, run_line
 from .study_report import render_study
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...intervals import is_rate, yerr
+from ...eval.intervals import is_rate, yerr
 from .families import FAMILIES
 
 # (metric, row label); ↑ higher is better, ↓ an attack's success rate (lower is better)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ...intervals import over_seeds
+from ...eval.intervals import over_seeds
 from .corpus import sft_corpus, write_jsonl
 from .demo import TRAINING, DemoConfig, cpu_seconds
 from .evaluate import EvalConfig, evaluate
@@ -127,7 +127,7 @@ def run_study(
     ``train_seeds`` each variant is trained once per seed (``OUT/NAME`` for ``seed``,
     ``OUT/NAME-seedS`` for the others; the world, corpus and evaluation sets stay ``seed``'s) and
     every rate is the mean over the seeds with the wider of the seeds' t-interval and the
-    examples' own (:func:`~calyrex.intervals.over_seeds`); ``per_seed`` keeps each."""
+    examples' own (:func:`~calyrex.eval.intervals.over_seeds`); ``per_seed`` keeps each."""
     from ...adapters.loading import load_model
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))

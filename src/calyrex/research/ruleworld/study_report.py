@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...intervals import separated, yerr
+from ...eval.intervals import separated, yerr
 from .report import cell, run_line
 
 COLUMNS = (

@@ -1,7 +1,7 @@
 """The real-model study's report: rates with ``n`` and 95 % intervals, paired differences, verdicts.
 
 Per arm and metric the value is the mean over the arm's seeds. Intervals come from a percentile
-bootstrap over items (:mod:`calyrex.intervals`) of the per-item score averaged over the
+bootstrap over items (:mod:`calyrex.eval.intervals`) of the per-item score averaged over the
 seeds; per-item scores are the benchmark's own ``score`` applied to one item at a time, so they
 cannot drift from the recorded metrics. A difference CALYREX − baseline is paired (the same
 resampled items for both) and comes with the spread of the per-seed differences. The lm-eval
@@ -206,7 +206,7 @@ def _mean_items(per_seed: list[dict[str, tuple[str, float]]]) -> dict[str, tuple
 
 def _cell(cfg: StudyConfig, out: Path, label: str, m: Metric) -> dict[str, Any] | None:
     """One arm's value of one metric: mean over seeds, n, 95 % interval, per-seed values."""
-    from ...intervals import interval
+    from ...eval.intervals import interval
 
     names = (
         ["base"] if label == "base" else [run_name(cfg.arm(label), s) for s in _seeds(cfg, label)]
@@ -235,7 +235,7 @@ def _cell(cfg: StudyConfig, out: Path, label: str, m: Metric) -> dict[str, Any] 
     if all(items):
         avg = _mean_items(items)  # type: ignore[arg-type]
         if m.needs:  # a rate over the valid items: its value is the pooled one its interval has
-            from ...intervals import column
+            from ...eval.intervals import column
 
             cell["value"] = column(avg)
         cell["n"] = len(avg)
@@ -274,7 +274,7 @@ def _seeds(cfg: StudyConfig, label: str) -> tuple[int, ...]:
 def _minus(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """The cell ``a − b``: its value, per-seed values over the seeds both have, and paired
     per-item scores (or, without items, the two standard errors combined)."""
-    from ...intervals import paired
+    from ...eval.intervals import paired
 
     k = min(len(a["per_seed"]), len(b["per_seed"]))
     cell: dict[str, Any] = {"value": a["value"] - b["value"]}
@@ -293,7 +293,7 @@ def _difference(cfg: StudyConfig, a: dict, b: dict) -> dict[str, Any]:
 
 def _summary_of(cfg: StudyConfig, d: dict[str, Any]) -> dict[str, Any]:
     """A difference cell (:func:`_minus`) as reported: value, seeds' spread, n and interval."""
-    from ...intervals import interval
+    from ...eval.intervals import interval
 
     diff: dict[str, Any] = {"value": d["value"]}
     diff["seed_spread"] = [min(d["per_seed"]), max(d["per_seed"])]
