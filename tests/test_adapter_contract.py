@@ -141,3 +141,24 @@ def test_inspect_reads_every_methods_files(method, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert f'"method": "{method}"' in printed
     assert f"{calyrex.count_trainable(model):,} adapter parameters" in printed
+
+
+def test_calyrex_imports_and_wraps_without_peft():
+    """PEFT is optional (``calyrex[lora]``): the package, CALYREX and ParallelMLP work without
+    it, and asking for LoRA says what to install."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['peft'] = None\n"
+        "import calyrex\n"
+        "from calyrex.backbones.tiny import tiny_model\n"
+        "for m in ('calyrex', 'parallel_mlp'):\n"
+        "    calyrex.adapt(tiny_model('qwen2'), m)\n"
+        "try:\n"
+        "    calyrex.adapt(tiny_model('qwen2'), 'lora')\n"
+        "except ImportError as err:\n"
+        "    print('lora:', err)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "lora: the LoRA baseline needs PEFT: pip install 'calyrex[lora]'" in out.stdout

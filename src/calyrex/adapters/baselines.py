@@ -91,9 +91,7 @@ def lora_rank_pattern(model: nn.Module, target: int) -> tuple[int, dict[str, int
 def new_lora(model: nn.Module, config: CalyrexConfig, seed: int | None = None) -> nn.Module:
     """PEFT LoRA on all decoder-layer projections with CAL's trainable parameters at ``config``
     (±1 module), as a :class:`~calyrex.adapters.lora.LoraBaseline`."""
-    from peft import LoraConfig
-
-    from .lora import LoraBaseline
+    from .lora import LoraBaseline, LoraConfig  # PEFT: an optional dependency
 
     hf.decoder_layers(model)
     rank, pattern = lora_rank_pattern(model, cal_budget(model, config))

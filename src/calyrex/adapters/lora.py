@@ -14,9 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from peft import LoraConfig, PeftConfig, PeftModelForCausalLM
-from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
 from torch import nn
+
+try:
+    from peft import LoraConfig, PeftConfig, PeftModelForCausalLM
+    from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
+except ImportError as err:  # an optional dependency
+    raise ImportError("the LoRA baseline needs PEFT: pip install 'calyrex[lora]'") from err
 
 from ..core.adapter_io import AdapterError, check_keys, whole, write_tensors
 from ..core.model import UnloadedError

@@ -23,7 +23,7 @@ from ..core.config import CalyrexConfig
 from ..core.model import CalyrexModel
 from ..core.wrap import wrap
 from .baselines import ParallelMLPConfig, new_lora, parallel_mlp_config, wrap_parallel_mlp
-from .lora import LoraBaseline
+from .contract import Adapted
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,16 @@ METHODS: dict[str, Method] = {
         lambda m, cfg, seed: wrap_parallel_mlp(m, parallel_mlp_config(m, cfg), seed),
         lambda m, saved: wrap_parallel_mlp(m, ParallelMLPConfig.from_dict(saved)),
     ),
-    "lora": Method(new_lora, LoraBaseline.from_config),
+    "lora": Method(new_lora, lambda m, saved: _lora().from_config(m, saved)),
 }
+
+
+def _lora() -> type:
+    """:class:`~calyrex.adapters.lora.LoraBaseline`, imported when LoRA is used: PEFT is an
+    optional dependency (``calyrex[lora]``)."""
+    from .lora import LoraBaseline
+
+    return LoraBaseline
 
 
 def check_method(method: str) -> None:
@@ -102,7 +110,7 @@ def accept_system_mask(model: nn.Module) -> nn.Module:
     before HF validates its keywords (HF rejects unknown ones). Both are a module-level
     function, so ``copy.deepcopy`` and pickle keep them. Idempotent.
     """
-    if is_calyrex(model) or isinstance(model, LoraBaseline):
+    if is_calyrex(model) or isinstance(model, Adapted):
         return model
     current = vars(model).get("generate")
     if not (isinstance(current, functools.partial) and current.func is _generate_without_span):
