@@ -404,3 +404,21 @@ def test_a_changed_recipe_is_refused_only_where_it_was_trained(tmp_path):
     (tmp_path / "train").mkdir()
     with pytest.raises(ValueError, match="other eval_steps, patience"):
         run_study(replace(FULL, patience=5, eval_steps=10), tmp_path, stages=())
+
+
+def test_the_sweep_table_orders_values_and_marks_the_grown_ones():
+    from calyrex.research.study.markdown import sweep_table
+
+    sweep = {
+        "calyrex-sft": {
+            "lr": 0.003,
+            "grid": [0.001, 0.003],
+            "swept": [0.0003, 0.001, 0.003],
+            "steps": 80,
+            "val_loss": {"0.001": 2.4, "0.003": 2.3, "0.0003": 2.5},
+            "at_grid_edge": False,
+        }
+    }
+    lines = sweep_table({"sweep": sweep})
+    assert "| 0.0003†: 2.5000, 0.001: 2.4000, **0.003: 2.3000** | 0.003 |" in lines[2]
+    assert any(line.startswith("† grown past") for line in lines)

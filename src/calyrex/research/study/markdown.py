@@ -139,13 +139,22 @@ def sweep_table(report: dict[str, Any]) -> list[str]:
     lines = ["| method / objective | steps | validation loss per learning rate | chosen |"]
     lines.append("|---|---|---|---|")
     for key, s in sweep.items():
+        grid = {float(v) for v in s.get("grid", [])}
         losses = ", ".join(
-            f"**{lr}: {loss:.4f}**" if float(lr) == s["lr"] else f"{lr}: {loss:.4f}"
-            for lr, loss in s["val_loss"].items()
+            _sweep_cell(lr, loss, s["lr"], grid)
+            for lr, loss in sorted(s["val_loss"].items(), key=lambda i: float(i[0]))
         )
         edge = " (grid edge)" if s.get("at_grid_edge") else ""
         lines.append(f"| {key} | {s['steps']} | {losses} | {s['lr']:g}{edge} |")
-    return [*lines, ""]
+    grown = any(set(s.get("swept", [])) - set(s.get("grid", [])) for s in sweep.values())
+    note = "† grown past the grid's edge, where the grid's best value lay (sweep_extend)"
+    return [*lines, "", *([note, ""] if grown else [])]
+
+
+def _sweep_cell(lr: str, loss: float, chosen: float, grid: set[float]) -> str:
+    """One learning rate's loss: bold when chosen, † when swept past the grid's edge."""
+    text = f"{lr}{'' if not grid or float(lr) in grid else '†'}: {loss:.4f}"
+    return f"**{text}**" if float(lr) == chosen else text
 
 
 def dpo_rewards(report: dict[str, Any]) -> list[str]:
