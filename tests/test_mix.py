@@ -347,8 +347,11 @@ def test_fewer_granted_changes_only_the_access_dialogues(real_data, sft_rows):
 def test_unknown_access_rotation_is_refused(real_data, capsys):
     with pytest.raises(ValueError, match="fewer-granted"):
         next(access.access_examples(real_data, 0, 1000, "nosuch"))
-    assert main(["mix", "--out", "/nonexistent/x.jsonl", "--access", "nosuch"]) == 2
-    assert "--access must be one of default, fewer-granted" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # argparse: the flag's choices, exit status 2
+        main(["mix", "--out", "/nonexistent/x.jsonl", "--access", "nosuch"])
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert "--access: invalid choice: 'nosuch'" in err and "every-outcome" in err
 
 
 def test_cli_failure_leaves_the_old_file(tmp_path, monkeypatch):
@@ -362,7 +365,9 @@ def test_cli_failure_leaves_the_old_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(command, "build_split", broken)
     assert main(["mix", "--out", str(out), "--n", "10"]) == 2
-    assert main(["mix", "--out", str(out), "--kind", "dpo"]) == 2
+    with pytest.raises(SystemExit) as refused:  # not a --kind choice: refused by argparse
+        main(["mix", "--out", str(out), "--kind", "dpo"])
+    assert refused.value.code == 2
     assert out.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["sft.jsonl"]
 

@@ -84,8 +84,10 @@ def test_a_dpo_run_to_redo_brings_back_the_sft_adapter_it_starts_from(tmp_path):
 
 
 def test_cli_takes_the_study_as_a_positional_argument(capsys):
-    assert main(["study", "nosuch", "--quick"]) == 2
-    assert "unknown study 'nosuch'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # the positional's choices, shown by --help
+        main(["study", "nosuch", "--quick"])
+    assert refused.value.code == 2
+    assert "invalid choice: 'nosuch' (choose from 'real', 'ruleworld')" in capsys.readouterr().err
 
 
 @pytest.mark.usefixtures("real_data")
