@@ -64,6 +64,16 @@ def test_a_sweep_won_at_the_grid_edge_grows_past_it(valley, swept, lr, edge, tmp
     assert len(tried) == len(swept)
 
 
+def test_a_grid_grows_in_its_own_steps():
+    from calyrex.research.study.real import _past_edge
+
+    assert _past_edge([1e-3, 3e-3], up=True) == 1e-2  # 1-3-10 keeps its pattern
+    assert _past_edge([1e-4, 3e-4], up=False) == 3e-5
+    assert _past_edge([1e-4, 1e-3], up=True) == 1e-2  # a 1-10 grid: another decade
+    assert _past_edge([1e-4, 1e-3], up=False) == 1e-5
+    assert _past_edge([1e-5, 1e-4, 1e-3], up=True) == 1e-2
+
+
 def test_a_dpo_run_to_redo_brings_back_the_sft_adapter_it_starts_from(tmp_path):
     """Committed results keep no weights: a DPO run whose evaluation is unfinished and whose
     adapter is gone is trained again, so the SFT run it starts from is needed again too."""

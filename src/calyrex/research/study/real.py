@@ -220,8 +220,7 @@ def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path) -> float:
         best = min(values, key=lambda lr: losses[f"{lr:g}"])
         if best not in (values[0], values[-1]) or len(values) < 2 or grown == cfg.sweep_extend:
             break
-        grow = float(f"{values[-2] * 10:g}") if best == values[-1] else float(f"{values[1] / 10:g}")
-        values = sorted([*values, grow])
+        values = sorted([*values, _past_edge(values, up=best == values[-1])])
     edge = best in (values[0], values[-1])
     chosen[key] = {"lr": best, **recipe, "swept": values, "steps": steps, "val_loss": losses}
     chosen[key]["at_grid_edge"] = edge
@@ -231,6 +230,19 @@ def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path) -> float:
         + (" at the grid's edge" if edge else "")
     )
     return best
+
+
+def _past_edge(values: list[float], up: bool) -> float:
+    """The next learning rate past the top (``up``) or bottom of a sorted grid: a decade past
+    the second-outermost value where that lies beyond the edge (1e-3, 3e-3 → 1e-2: a 1-3-10
+    grid keeps its pattern), else the grid's outermost step again (1e-4, 1e-3 → 1e-2)."""
+    if up:
+        decade, step = values[-2] * 10, values[-1] ** 2 / values[-2]
+        grown = decade if decade > values[-1] * 1.01 else step
+    else:
+        decade, step = values[1] / 10, values[0] ** 2 / values[1]
+        grown = decade if decade < values[0] / 1.01 else step
+    return float(f"{grown:.3g}")
 
 
 def _sweep_loss(
