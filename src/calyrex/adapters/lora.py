@@ -22,7 +22,7 @@ try:
 except ImportError as err:  # an optional dependency
     raise ImportError("the LoRA baseline needs PEFT: pip install 'calyrex[lora]'") from err
 
-from ..core.adapter_io import AdapterError, check_keys, whole, write_tensors
+from ..core.adapter_io import check_state, whole, write_tensors
 from ..core.model import UnloadedError
 
 
@@ -64,14 +64,7 @@ class LoraBaseline(PeftModelForCausalLM):
     def load_adapter_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
         """Inverse of :meth:`adapter_state_dict`: exactly its keys, else ``AdapterError`` and
         nothing is loaded."""
-        mine = self.adapter_state_dict()
-        check_keys(set(mine), state, "the LoRA state")
-        wrong = [k for k, t in mine.items() if tuple(state[k].shape) != tuple(t.shape)]
-        if wrong:
-            raise AdapterError(
-                f"the LoRA state has tensors of the wrong shape: {wrong[0]} is "
-                f"{tuple(state[wrong[0]].shape)}, this model's is {tuple(mine[wrong[0]].shape)}"
-            )
+        check_state(self.adapter_state_dict(), state, "the LoRA state")
         set_peft_model_state_dict(self, dict(state))
 
     def save_adapter(self, directory: str, state: Mapping[str, torch.Tensor] | None = None) -> None:
@@ -84,16 +77,16 @@ class LoraBaseline(PeftModelForCausalLM):
 
     def unload(self) -> nn.Module:
         """The HF model without the LoRA layers (PEFT's ``unload``); this wrapper is spent."""
-        self.check_loaded()
-        base = self.base_model.unload()
-        vars(self)["unloaded"] = True
-        return base
+        return self._give_back(self.base_model.unload)
 
     remove = unload
 
     def merge_and_unload(self, *args: Any, **kwargs: Any) -> nn.Module:
         """The HF model with the LoRA update merged in (PEFT's); this wrapper is spent."""
+        return self._give_back(lambda: self.base_model.merge_and_unload(*args, **kwargs))
+
+    def _give_back(self, unload: Any) -> nn.Module:
         self.check_loaded()
-        base = self.base_model.merge_and_unload(*args, **kwargs)
+        base = unload()
         vars(self)["unloaded"] = True
         return base

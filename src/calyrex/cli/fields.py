@@ -6,9 +6,9 @@
 ``tuple[X, ...]``, ``Literal[...]``, ``dict`` as JSON); its help is the field's docstring (the
 string literal under it, as mkdocstrings reads it); its choices are ``Literal`` values or
 ``field(metadata={"choices": REGISTRY})``; ``metadata={"cli": False}`` keeps a field off the
-command line (the command sets it from its own parameters). The function receives only the flags given on the
-command line, as keyword arguments, so a ``--config FILE`` can sit between the dataclass
-defaults and the flags.
+command line (the command sets it from its own parameters). The function receives only the
+flags given on the command line, as keyword arguments, so a ``--config FILE`` can sit between
+the dataclass defaults and the flags.
 """
 
 from __future__ import annotations

@@ -213,13 +213,20 @@ def read_adapter(directory: Path) -> tuple[dict[str, Any], dict[str, torch.Tenso
     return config, read_weights(directory, config)
 
 
-def check_keys(expected: set[str], given: Mapping[str, Any], what: str) -> None:
-    """Refuse an adapter state whose tensor names are not exactly the model's, naming both
-    sides: a mismatched dict is never loaded in part."""
-    if set(given) != expected:
+def check_state(mine: Mapping[str, torch.Tensor], given: Mapping[str, Any], what: str) -> None:
+    """Refuse an adapter state ``given`` whose tensor names or shapes are not exactly the
+    model's (``mine``), naming both sides: a mismatched dict is never loaded in part."""
+    if set(given) != set(mine):
         raise AdapterError(
             f"{what} does not match this model's adapter: missing "
-            f"{sorted(expected - set(given))[:4]}, unexpected {sorted(set(given) - expected)[:4]}"
+            f"{sorted(set(mine) - set(given))[:4]}, unexpected {sorted(set(given) - set(mine))[:4]}"
+        )
+    wrong = [k for k, t in mine.items() if tuple(given[k].shape) != tuple(t.shape)]
+    if wrong:
+        k = wrong[0]
+        raise AdapterError(
+            f"{what} has tensors of the wrong shape: {k} is {tuple(given[k].shape)}, this "
+            f"model's is {tuple(mine[k].shape)} ({len(wrong)} in all)"
         )
 
 
@@ -255,20 +262,10 @@ def block_tensors(blocks: Mapping[str, nn.Module]) -> dict[str, torch.Tensor]:
 def load_block_tensors(blocks: Mapping[str, nn.Module], state: Mapping[str, torch.Tensor]) -> None:
     """Inverse of :func:`block_tensors`: the keys must be exactly its keys (:class:`AdapterError`
     otherwise, and for a tensor of the wrong shape)."""
-    expected = {
-        f"{BLOCKS_PREFIX}{i}.{name}" for i, block in blocks.items() for name in block.state_dict()
-    }
-    check_keys(expected, state, "the adapter state")
     mine = {
         f"{BLOCKS_PREFIX}{i}.{n}": t for i, b in blocks.items() for n, t in b.state_dict().items()
     }
-    wrong = [k for k, t in mine.items() if tuple(state[k].shape) != tuple(t.shape)]
-    if wrong:  # checked before any tensor is copied: nothing is loaded in part
-        k = wrong[0]
-        raise AdapterError(
-            f"the adapter state has tensors of the wrong shape: {k} is "
-            f"{tuple(state[k].shape)}, this model's is {tuple(mine[k].shape)} ({len(wrong)} in all)"
-        )
+    check_state(mine, state, "the adapter state")  # before any tensor is copied
     for i, block in blocks.items():
         prefix = f"{BLOCKS_PREFIX}{i}."
         block.load_state_dict(
