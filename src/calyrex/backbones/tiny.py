@@ -78,6 +78,27 @@ def tiny_tokenizer(
     return out
 
 
+def _fast(
+    tok: Any,
+    specials: list[str],
+    bos: str | None,
+    eos: str,
+    pad: str | None,
+    chat_template: str | None,
+) -> PreTrainedTokenizerFast:
+    """A trained ``tokenizers`` model as HF's fast tokenizer with these special tokens (pad
+    defaults to eos) and chat template."""
+    out = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=bos,
+        eos_token=eos,
+        pad_token=pad or eos,
+        additional_special_tokens=[s for s in specials if s not in (bos, eos, pad)],
+    )
+    out.chat_template = chat_template
+    return out
+
+
 def sentencepiece_tokenizer(
     specials: list[str],
     bos: str | None,
@@ -117,15 +138,7 @@ def sentencepiece_tokenizer(
     for b in range(256):
         vocab.setdefault(f"<0x{b:02X}>", len(vocab) + len(specials))
     tok = Tokenizer.from_str(json.dumps(spec))
-    out = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=bos,
-        eos_token=eos,
-        pad_token=pad or eos,
-        additional_special_tokens=[s for s in specials if s not in (bos, eos, pad)],
-    )
-    out.chat_template = chat_template
-    return out
+    return _fast(tok, specials, bos, eos, pad, chat_template)
 
 
 def byte_level_tokenizer(
@@ -149,15 +162,7 @@ def byte_level_tokenizer(
         show_progress=False,
     )
     tok.train_from_iterator(_CORPUS, trainer=trainer)
-    out = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=bos,
-        eos_token=eos,
-        pad_token=pad or eos,
-        additional_special_tokens=[s for s in specials if s not in (bos, eos, pad)],
-    )
-    out.chat_template = chat_template
-    return out
+    return _fast(tok, specials, bos, eos, pad, chat_template)
 
 
 def tiny_config(arch: str = "qwen2", vocab_size: int = 384, **overrides: Any) -> Any:
