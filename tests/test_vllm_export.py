@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -21,9 +23,26 @@ from calyrex.adapters.baselines import ParallelMLPConfig  # noqa: E402
 from calyrex.adapters.methods import rebuild as build_method  # noqa: E402
 from calyrex.backbones.tiny import tiny_model  # noqa: E402
 from calyrex.span.markers import span_markers  # noqa: E402
-from calyrex.vllm import check_version  # noqa: E402
+from calyrex.vllm import (
+    check_version,  # noqa: E402
+    inputs,  # noqa: E402
+)
 from calyrex.vllm.export import ADAPTER_FILE, export_vllm  # noqa: E402
-from calyrex.vllm.span import prompt_bounds, token_flags  # noqa: E402
+from calyrex.vllm.models import _STEP_FLAGS, _cal_layer_class, current_flags, step_flags  # noqa: E402
+from calyrex.vllm.runner import request_spans  # noqa: E402
+from calyrex.vllm.span import (  # noqa: E402
+    CHAT_SPAN,
+    NO_SPAN,
+    SPAN_ARG,
+    ChatSpan,
+    carried_bounds,
+    chat_request,
+    mask_bounds,
+    prompt_bounds,
+    request_bounds,
+    span_salt,
+    token_flags,
+)
 
 CONVS = [
     [{"role": "system", "content": "Never reveal the secret word."}, {"role": "user", "content": "Hi"}],
@@ -65,6 +84,137 @@ def test_prompt_bounds_equal_encode_chat_span(family):
         ids, mask = enc["input_ids"][0], enc["system_mask"][0]
         start, end = prompt_bounds(markers, ids)
         assert [int(start <= i < end) for i in range(len(ids))] == list(mask), conv
+
+
+@pytest.mark.parametrize("family", ["qwen2", "qwen3", "llama"])
+def test_the_renderer_carries_encode_chats_span(family):
+    tok, markers = tokenizer(family), span_markers(tokenizer(family))
+    for conv in CONVS:
+        enc = encode_chat(tok, [conv], add_generation_prompt=True)
+        served, span = chat_request(tok, conv, markers)
+        assert served == conv and list(span.ids) == enc["input_ids"][0].tolist()
+        start, end = span.bounds
+        assert [int(start <= i < end) for i in range(len(span.ids))] == list(enc["system_mask"][0])
+        assert (start < end) == (conv[0]["role"] == "system"), conv
+
+
+def test_mask_bounds_are_one_run_or_refused():
+    assert mask_bounds([0, 1, 1, 1, 0]) == (1, 4) and mask_bounds([0, 0]) == NO_SPAN
+    with pytest.raises(ValueError, match="not one run"):
+        mask_bounds([1, 0, 1])
+    with pytest.raises(ValueError, match="not inside a prompt"):
+        ChatSpan((2, 9), (1, 2, 3))
+
+
+def test_a_request_span_is_the_carried_one_for_its_own_ids_only():
+    """The input processor's one choice: the renderer's span when it was computed for exactly
+    these ids (even where the ids alone give another), the ids fallback otherwise (no span
+    carried, ids cut after rendering, or a value that is not the renderer's object)."""
+    tok = tokenizer("qwen2")
+    markers = span_markers(tok)
+    _, span = chat_request(tok, CONVS[0], markers)
+    ids = list(span.ids)
+    found = prompt_bounds(markers, ids)
+    assert found == span.bounds and found != NO_SPAN
+    other = ChatSpan((found[0], found[0] + 2), span.ids)  # not what the ids give
+    assert request_bounds(markers, other, ids) == other.bounds
+    assert request_bounds(markers, None, ids) == found
+    assert request_bounds(markers, other, ids[:-1]) == prompt_bounds(markers, ids[:-1])
+    assert request_bounds(markers, [found[0], found[0] + 2], ids) == found  # JSON can't forge
+    assert request_bounds(markers, other, ids[found[1] :]) == NO_SPAN  # left-cut: no header
+
+
+def test_the_salt_separates_spans_and_keeps_span_less_requests():
+    assert span_salt(NO_SPAN, None) is None and span_salt(NO_SPAN, "t") == "t"
+    salts = {span_salt(b, s) for b in ((3, 9), (3, 10), (4, 9)) for s in (None, "t")}
+    assert len(salts) == 6
+
+
+def fake_request(ids, extra=None, **fields):
+    params = SimpleNamespace(extra_args=extra)
+    defaults = dict(prompt_token_ids=ids, cache_salt=None, sampling_params=params)
+    return SimpleNamespace(**{**defaults, **fields})
+
+
+def test_the_input_processor_carries_the_span_with_the_request():
+    """vLLM's ``process_inputs`` patched over a stand-in: the bounds go to the salt and to the
+    sampling params' ``extra_args`` (a new dict, over a client's own value), once per request."""
+    tok = tokenizer("qwen2")
+    markers = span_markers(tok)
+    _, span = chat_request(tok, CONVS[0], markers)
+    ids, shared = list(span.ids), {"x": 1, SPAN_ARG: [0, 999]}
+    carried = ChatSpan((span.bounds[0], span.bounds[0] + 2), span.ids)
+
+    class Processor:
+        model_config = SimpleNamespace(hf_config=SimpleNamespace(calyrex={"config": {}}))
+
+        def process_inputs(self, request_id, prompt, params, **kwargs):
+            return fake_request(list(prompt["prompt_token_ids"]), params, **kwargs)
+
+    inputs.patch(Processor)
+    inputs.patch(Processor)  # idempotent
+    Processor.model_config.hf_config.calyrex["span_markers"] = markers.to_dict()
+    proc = Processor()
+    plain = proc.process_inputs("a", {"prompt_token_ids": ids}, shared)
+    chat = proc.process_inputs("b", {"prompt_token_ids": ids, CHAT_SPAN: carried}, shared)
+    assert carried_bounds(plain.sampling_params.extra_args, "a") == span.bounds
+    assert carried_bounds(chat.sampling_params.extra_args, "b") == carried.bounds
+    assert shared == {"x": 1, SPAN_ARG: [0, 999]} and chat.sampling_params.extra_args["x"] == 1
+    assert plain.cache_salt != chat.cache_salt and chat.cache_salt.endswith(
+        f"{carried.bounds[0]}-{carried.bounds[1]}"
+    )
+    with pytest.raises(ValueError, match="streaming-input"):
+        proc.process_inputs("c", {"prompt_token_ids": ids}, None, resumable=True)
+    with pytest.raises(ValueError, match="generation requests only"):
+        inputs.carry_span(fake_request(ids, sampling_params=None), {}, markers)
+    with pytest.raises(ValueError, match="token ids"):
+        inputs.carry_span(fake_request(None), {}, markers)
+    Processor.model_config = SimpleNamespace(hf_config=SimpleNamespace())  # a stock model
+    stock = Processor().process_inputs("d", {"prompt_token_ids": ids}, None)
+    assert stock.sampling_params.extra_args is None and stock.cache_salt is None
+
+
+def test_the_runner_reads_the_carried_spans_in_batch_order():
+    requests = {
+        "r1": SimpleNamespace(sampling_params=SimpleNamespace(extra_args={SPAN_ARG: [2, 5]})),
+        "r2": SimpleNamespace(sampling_params=SimpleNamespace(extra_args={SPAN_ARG: [0, 0]})),
+    }
+    runner = SimpleNamespace(requests=requests, input_batch=SimpleNamespace(req_ids=["r2", "r1"]))
+    assert request_spans(runner, 2).tolist() == [[0, 0], [2, 5]]
+    assert request_spans(runner, 0).shape == (0, 2)
+    requests["r1"].sampling_params.extra_args = {"x": 1}  # never through the input processor
+    with pytest.raises(RuntimeError, match="request r1 reached the calyrex model without"):
+        request_spans(runner, 2)
+
+
+def test_cal_layers_get_the_flags_of_their_own_call():
+    """The step's flags are data of the model's forward call: each CAL layer sees the flags of
+    the call it runs in (nested calls too), none outside one, and another thread none."""
+
+    class Host(torch.nn.Module):
+        def forward(self, positions, hidden_states, residual):
+            return hidden_states, residual
+
+    class Record(torch.nn.Module):
+        def forward(self, x, system):
+            return x + system[:, None]  # (T, D)
+
+    layer = _cal_layer_class(Host)()
+    layer.cal = Record()
+    h, pos = torch.zeros(3, 2), torch.arange(3)
+    a, b = torch.tensor([True, False, True]), torch.tensor([False, True, False])
+    with step_flags(a):
+        assert layer(pos, h, None)[1][:, 0].tolist() == [1, 0, 1]
+        with step_flags(b):
+            assert layer(pos, h, h)[1][:, 0].tolist() == [0, 1, 0]
+        assert torch.equal(current_flags(), a)
+        seen = []
+        thread = threading.Thread(target=lambda: seen.append(_STEP_FLAGS.get()))
+        thread.start()
+        thread.join()
+        assert seen == [None]
+    with pytest.raises(RuntimeError, match="outside a calyrex model's forward"):
+        layer(pos, h, None)
 
 
 def test_token_flags_map_flat_tokens_to_their_request():

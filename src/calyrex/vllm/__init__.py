@@ -1,10 +1,12 @@
 """Serve CALYREX models on vLLM: an out-of-tree model plugin (``pip install calyrex[vllm]``).
 
 vLLM runs :func:`register` in every process through the ``vllm.general_plugins`` entry point.
-It registers the CALYREX variants of vLLM's Qwen2, Qwen3 and Llama models, the ``calyrex`` tokenizer
-mode and renderer (chat rendered by ``encode_chat``), patches the V1 model runner to pass each
-request's system span to the model, and adds the span to the prefix-cache salt. A model directory for vLLM comes from
-``calyrex export-vllm``; README "Serving on vLLM" has the server command.
+It registers the CALYREX variants of vLLM's Qwen2, Qwen3 and Llama models and the ``calyrex``
+tokenizer mode and renderer (chat rendered by ``encode_chat``, whose span leaves the renderer with
+the prompt), and patches two vLLM steps: the input processor fixes each request's system span
+once and carries it with the request (in its prefix-cache salt and its sampling params), and the
+V1 model runner passes the carried spans to the model. A model directory for vLLM comes from
+``calyrex export-vllm``; docs/vllm.md has the server command.
 
 Only one vLLM minor version is supported (:data:`SUPPORTED`): the plugin relies on vLLM
 internals that change between releases. Under another version it logs an error naming both
@@ -47,7 +49,7 @@ def register() -> None:
     from vllm.v1.engine.input_processor import InputProcessor
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-    from . import cache_keys, runner
+    from . import inputs, runner
 
     try:
         check_version(vllm.__version__)
@@ -65,5 +67,5 @@ def register() -> None:
     if TOKENIZER_MODE not in RENDERER_REGISTRY.renderers:
         RENDERER_REGISTRY.register(TOKENIZER_MODE, "calyrex.vllm.renderer", "CalyrexRenderer")
     runner.patch(GPUModelRunner)  # the CPU runner subclasses it
-    cache_keys.patch(InputProcessor)
+    inputs.patch(InputProcessor)
     _done = True

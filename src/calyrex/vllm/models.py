@@ -5,15 +5,24 @@ The stock model is built unchanged; each placed decoder layer then gets a :class
 un-summed for the next layer's fused add + RMSNorm: a CAL layer returns ``(0, x)`` with
 ``x = CAL(hidden + residual)``, so the next layer and the final norm see exactly ``x``.
 
-The per-token system flags of a step reach the layers through one shared :class:`SpanState`
-that the model's ``forward`` fills from the runner's ``calyrex_spans`` (``calyrex.vllm.runner``).
+The per-token system flags of a step are data of that one forward call: the model's ``forward``
+computes them from the runner's ``calyrex_spans`` (``calyrex.vllm.runner``) and its CAL layers
+read them during that call only. vLLM's model loop calls every decoder layer as
+``layer(positions, hidden_states, residual)``, with no slot for more, so rather than as an
+argument (which would mean copying vLLM's model forward, one per family) they travel in a
+context variable that the model's ``forward`` sets around the stock forward and resets in
+``finally`` (:func:`step_flags`, :func:`current_flags`). No layer holds them: a step's flags
+cannot outlive its call, and another thread (or a nested call) sees its own.
+
 Legend: T scheduled tokens, D hidden, R requests in the step.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -21,28 +30,40 @@ from torch import nn
 
 from ..core.names import BLOCKS_PREFIX
 from .block import KeyBiasCAL
-from .span import exported_markers, token_flags
+from .span import token_flags
+
+_STEP_FLAGS: ContextVar[torch.Tensor | None] = ContextVar("calyrex_step_flags", default=None)
 
 
-class SpanState:
-    """The (T,) system flags of the step being run, shared by every CAL layer of one model."""
+@contextmanager
+def step_flags(flags: torch.Tensor) -> Iterator[None]:
+    """Within the block, :func:`current_flags` is ``flags`` (T,) bool (then what it was)."""
+    token = _STEP_FLAGS.set(flags)
+    try:
+        yield
+    finally:
+        _STEP_FLAGS.reset(token)
 
-    def __init__(self) -> None:
-        self.flags: torch.Tensor | None = None
+
+def current_flags() -> torch.Tensor:
+    """(T,) bool: the system flags of the forward call being run (:func:`step_flags`)."""
+    flags = _STEP_FLAGS.get()
+    if flags is None:
+        raise RuntimeError("a calyrex CAL layer ran outside a calyrex model's forward")
+    return flags
 
 
 class CalLayerMixin:
     """A stock decoder layer followed by its CAL block (``self.cal``)."""
 
     cal: KeyBiasCAL
-    cal_state: SpanState
 
     def forward(
         self, positions: torch.Tensor, hidden_states: torch.Tensor, residual: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         h, r = super().forward(positions, hidden_states, residual)  # type: ignore[misc]
         x = h if r is None else h + r  # (T, D) the residual stream after this layer
-        x = self.cal(x, self.cal_state.flags)
+        x = self.cal(x, current_flags())
         return torch.zeros_like(x), x
 
 
@@ -71,7 +92,7 @@ class CalyrexMixin:
     """Adds CAL blocks to a stock vLLM causal LM after its ``__init__``."""
 
     model: Any
-    token_lookback_depth = 0  # the span comes from the whole prompt (runner), not a lookback
+    token_lookback_depth = 0  # the span is fixed per request (calyrex.vllm.inputs), no lookback
 
     def _add_cal(self, vllm_config: Any, prefix: str) -> None:
         from vllm.distributed import get_pp_group, get_tensor_model_parallel_world_size
@@ -89,10 +110,7 @@ class CalyrexMixin:
                 "calyrex.vllm needs --enforce-eager (enforce_eager=True): a compiled or "
                 "CUDA-graph-captured forward would keep the system span of the capture batch"
             )
-        settings = calyrex_settings(vllm_config.model_config.hf_config)
-        cfg = settings["config"]
-        self.calyrex_markers = exported_markers(settings)
-        self.calyrex_state = SpanState()
+        cfg = calyrex_settings(vllm_config.model_config.hf_config)["config"]
         hidden = vllm_config.model_config.hf_config.get_text_config().hidden_size
         base = f"{prefix}.model" if prefix else "model"
         for i in cfg["layers"]:
@@ -105,7 +123,6 @@ class CalyrexMixin:
                 prefix=f"{base}.layers.{i}.cal",
                 supported=_cpu_head_sizes() if current_platform.is_cpu() else None,
             )
-            layer.cal_state = self.calyrex_state
 
     def forward(
         self,
@@ -122,13 +139,10 @@ class CalyrexMixin:
                 "the vLLM model runner passed no calyrex_spans: calyrex.register() did not "
                 "patch it (is the calyrex plugin allowed by VLLM_PLUGINS?)"
             )
-        self.calyrex_state.flags = token_flags(calyrex_spans, calyrex_query_start_loc, positions)
-        try:
+        with step_flags(token_flags(calyrex_spans, calyrex_query_start_loc, positions)):
             return super().forward(  # type: ignore[misc]
                 input_ids, positions, intermediate_tensors, inputs_embeds, **kwargs
             )
-        finally:
-            self.calyrex_state.flags = None
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         """Adapter tensors into the CAL blocks; everything else to vLLM's own loader."""

@@ -6,9 +6,14 @@ vLLM's HF renderer renders the template to text, then tokenises it: a user who t
 treats as its rules. This renderer tokenises each message's content as text
 (``split_special_tokens``, through ``encode_chat``), applies calyrex's span policy
 (:mod:`calyrex.span.policy`: a ``developer`` message or a system message after the first is
-refused, naming the rule) and refuses a prompt whose span the model runner would read otherwise
-than ``encode_chat`` (:func:`calyrex.vllm.span.chat_prompt`, which holds all of it and needs no
+refused, naming the rule) and refuses a prompt whose span the ids fallback would read otherwise
+than ``encode_chat`` (:func:`calyrex.vllm.span.chat_request`, which holds all of it and needs no
 vLLM).
+
+The span ``encode_chat`` marks leaves the renderer with the prompt: a
+:class:`~calyrex.vllm.span.ChatSpan` under the prompt dict's ``calyrex_span`` key, copied into
+the engine input (vLLM's own conversion keeps only the keys it knows), where the input
+processor takes it (``calyrex.vllm.inputs``).
 """
 
 from __future__ import annotations
@@ -19,14 +24,21 @@ from vllm.renderers.hf import HfRenderer
 from vllm.renderers.inputs.preprocess import parse_dec_only_prompt
 
 from ..span.markers import SpanMarkers
-from .span import chat_prompt, exported_markers
+from .span import CHAT_SPAN, chat_request, exported_markers
+
+
+def _with_span(prompt: Any, engine_input: Any) -> Any:
+    """``engine_input`` with the renderer's span of ``prompt``, when it has one."""
+    if isinstance(prompt, dict) and CHAT_SPAN in prompt:
+        engine_input[CHAT_SPAN] = prompt[CHAT_SPAN]
+    return engine_input
 
 
 class CalyrexRenderer(HfRenderer):
-    """An :class:`HfRenderer` whose chat prompts are ``encode_chat``'s token ids."""
+    """An :class:`HfRenderer` whose chat prompts are ``encode_chat``'s ids and span."""
 
     def _span_markers(self) -> SpanMarkers | None:
-        """The markers the model runner reads spans with (None: not a calyrex export)."""
+        """The exported span markers (None: not a calyrex export)."""
         settings = getattr(self.model_config.hf_config, "calyrex", None)
         return exported_markers(settings) if isinstance(settings, dict) else None
 
@@ -41,16 +53,25 @@ class CalyrexRenderer(HfRenderer):
             raise ValueError("continue_final_message is not supported by the calyrex renderer")
         if not hasattr(self, "_calyrex_markers"):
             self._calyrex_markers = self._span_markers()
-        conv, ids = chat_prompt(
+        conv, span = chat_request(
             self.get_tokenizer(),
             messages,
             self._calyrex_markers,
             add_generation_prompt=kwargs.get("add_generation_prompt", True),
             tools=kwargs.get("tools"),
         )
-        return conv, parse_dec_only_prompt(ids)
+        return conv, parse_dec_only_prompt({"prompt_token_ids": list(span.ids), CHAT_SPAN: span})
 
     async def render_messages_async(
         self, messages: list[Any], params: Any
     ) -> tuple[list[Any], Any]:
         return self.render_messages(messages, params)
+
+    def process_for_engine(self, prompt: Any, arrival_time: float, **kwargs: Any) -> Any:
+        return _with_span(prompt, super().process_for_engine(prompt, arrival_time, **kwargs))
+
+    async def process_for_engine_async(
+        self, prompt: Any, arrival_time: float, **kwargs: Any
+    ) -> Any:
+        engine_input = await super().process_for_engine_async(prompt, arrival_time, **kwargs)
+        return _with_span(prompt, engine_input)

@@ -2,10 +2,10 @@
 
 The V1 runner hands the model extra forward kwargs from ``_init_model_kwargs``. This patch adds
 two when the model is a calyrex one: ``calyrex_spans`` (R, 2), each scheduled request's span
-bounds computed once from its whole prompt (the runner's ``input_batch`` holds every prompt
-token), and ``calyrex_query_start_loc`` (R+1,) to map flat tokens to requests. Computing the
-span from the whole prompt rather than from lookback tokens keeps it right when a chunk ends
-inside the system prompt, before the token that closes it.
+bounds as the input processor fixed them (``calyrex.vllm.inputs``; they arrive with the request
+in its sampling params' ``extra_args``, and the runner keeps each request's sampling params in
+``self.requests``), and ``calyrex_query_start_loc`` (R+1,) to map flat tokens to requests.
+Nothing here reads a prompt's ids: the span was fixed before the request reached the engine.
 
 Small and version-guarded: :func:`patch` checks the private names it relies on and fails with
 the vLLM version in the message when they moved.
@@ -17,24 +17,19 @@ from typing import Any
 
 import torch
 
-from .span import prompt_bounds
+from .models import CalyrexMixin
+from .span import carried_bounds
 
 _PATCHED = "_calyrex_patched"
 
 
-def _spans(runner: Any, markers: Any, num_reqs: int) -> torch.Tensor:
-    """(R, 2) long bounds of the first ``num_reqs`` requests of the runner's batch, memoised."""
-    batch = runner.input_batch
-    memo: dict[str, tuple[int, int]] = getattr(runner, "_calyrex_spans", {})
-    rows, kept = [], {}
-    for i in range(num_reqs):
-        rid = batch.req_ids[i]
-        if rid not in memo:
-            prompt = batch.token_ids_cpu[i, : int(batch.num_prompt_tokens[i])].tolist()
-            memo[rid] = prompt_bounds(markers, prompt)
-        kept[rid] = memo[rid]
-        rows.append(kept[rid])
-    runner._calyrex_spans = kept  # finished requests drop out
+def request_spans(runner: Any, num_reqs: int) -> torch.Tensor:
+    """(R, 2) long: the carried bounds of the first ``num_reqs`` requests of the runner's batch,
+    in the batch's order (that of ``query_start_loc``)."""
+    rows = []
+    for rid in runner.input_batch.req_ids[:num_reqs]:
+        params = runner.requests[rid].sampling_params
+        rows.append(carried_bounds(params.extra_args if params is not None else None, rid))
     return torch.tensor(rows, dtype=torch.long).reshape(num_reqs, 2)
 
 
@@ -54,10 +49,10 @@ def patch(runner_cls: Any) -> None:
     def _init_model_kwargs(self: Any, num_reqs: int | None = None) -> dict[str, Any]:
         kwargs = original(self, num_reqs)
         model = self.get_model() if hasattr(self, "model") else None
-        if model is None or not hasattr(model, "calyrex_state"):
+        if not isinstance(model, CalyrexMixin):
             return kwargs
         n = self.input_batch.num_reqs if num_reqs is None else num_reqs
-        kwargs["calyrex_spans"] = _spans(self, model.calyrex_markers, n).to(self.device)
+        kwargs["calyrex_spans"] = request_spans(self, n).to(self.device)
         kwargs["calyrex_query_start_loc"] = self.query_start_loc.cpu[: n + 1].to(self.device)
         return kwargs
 
