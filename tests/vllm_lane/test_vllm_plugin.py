@@ -20,7 +20,7 @@ pytest.importorskip("vllm")
 
 import torch  # noqa: E402
 from build import build, tokenizer  # noqa: E402
-from transformers import AutoModelForCausalLM  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from calyrex import encode_chat, load_adapter  # noqa: E402
 from calyrex.span.markers import find_span, span_markers  # noqa: E402
@@ -183,6 +183,48 @@ def test_greedy_tokens_equal_hf_calyrex(models, tmp_path, family, chunk, caching
                 assert out["num_cached_tokens"] >= expected
         seen += [(prompts[n], find_span(markers, prompts[n])) for n in phase]
     assert differs >= 3, "the adapter must change the output, or the test proves nothing"
+
+
+def test_the_carried_span_is_the_one_served(models, tmp_path):
+    """Each request is served the span it carries, never one re-found from its ids: prompt "a"
+    carrying half its system span (the calyrex renderer's channel) ≡ HF calyrex with that half
+    as ``system_mask``, not with the span of its ids; the same ids without a carried span get
+    the ids' span and no cache hit on the half-span blocks (the salt follows the carried span),
+    while a repeat of the half-span request hits them. Chats through ``LLM.chat`` carry
+    ``encode_chat``'s span out of the renderer and ≡ HF calyrex (both with the tokenizer vLLM
+    loads from the export, whose pre-tokeniser splits digits unlike the one it was built from)."""
+    paths, tok = models["qwen2"], tokenizer("qwen2")
+    ids = encoded("qwen2", "a")["input_ids"][0].tolist()
+    start, end = find_span(span_markers(tok), ids)
+    half = [start, start + (end - start) // 2]
+    chats = ["a", "short", "none"]
+    spec = {"model": str(paths["vllm"]), "tokenizer_mode": "calyrex",
+            "max_num_batched_tokens": 32, "prefix_caching": True, "max_tokens": NEW,
+            "phases": [[{"ids": ids, "span": half}], [ids], [{"ids": ids, "span": half}],
+                       {"chat": [CONVS[n] for n in chats]}]}  # fmt: skip
+    got = run_engine(spec, tmp_path, "carried")["phases"]
+    model = hf_model(paths)
+
+    def with_span(a, b):
+        mask = torch.zeros(1, len(ids), dtype=torch.long)
+        mask[0, a:b] = 1
+        return greedy(model, {"input_ids": torch.tensor([ids]), "system_mask": mask})
+
+    want_half, want_ids = with_span(*half), with_span(start, end)
+    assert want_half != want_ids, "the half span must change the output, or this proves nothing"
+    (first,), (plain,), (again,), chatted = got
+    assert first["tokens"] == want_half and again["tokens"] == want_half
+    assert plain["tokens"] == want_ids
+    assert first["num_cached_tokens"] == 0 and plain["num_cached_tokens"] == 0
+    assert again["num_cached_tokens"] == (len(ids) - 1) // BLOCK * BLOCK
+    served = AutoTokenizer.from_pretrained(paths["vllm"])
+    for name, out in zip(chats, chatted, strict=True):
+        enc = encode_chat(served, [CONVS[name]], add_generation_prompt=True, return_tensors="pt")
+        mask = enc["system_mask"][0].tolist()
+        marked = [i for i, m in enumerate(mask) if m]
+        assert out["carried"] == ([marked[0], marked[-1] + 1] if marked else [0, 0]), name
+        want = greedy(model, enc, eos=tok.eos_token_id)
+        assert out["tokens"][: len(want)] == want, name
 
 
 def test_cache_hit_scenarios_are_what_they_claim():
