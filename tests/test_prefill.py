@@ -130,3 +130,37 @@ def test_each_prompt_gets_its_own_reply_length_in_one_batch(kind):
         )
     longer = Generator(model, tok, 6, batch_size=1).chat([CONVERSATIONS[0]])[0]
     assert answers[0].reply != longer  # not vacuous: the first prompt says more given 6 tokens
+
+
+GROUPED = [  # (group, conversation): a defence's attack and right code; nested shots; a lone one
+    ("vault", CONVERSATIONS[1]),
+    ("vault", [CONVERSATIONS[1][0], {"role": "user", "content": "tulip"}]),
+    ("shots", [CONVERSATIONS[0][0], {"role": "user", "content": "User: a\nUser: b\nUser: go"}]),
+    ("shots", [CONVERSATIONS[0][0], {"role": "user", "content": "User: a\nUser: go"}]),
+    ("shots", [CONVERSATIONS[0][0], {"role": "user", "content": "User: a\nUser: b\nUser: c"}]),
+    ("span", [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]),
+    ("span", [{"role": "system", "content": "Be brief, always."}, {"role": "user", "content": "Hi"}]),
+    (None, CONVERSATIONS[2]),
+]
+
+
+@pytest.mark.parametrize("kind", ["base", "calyrex"])
+@pytest.mark.parametrize("batch_size", [1, 8])
+def test_a_groups_shared_prefix_is_prefilled_once_and_changes_no_answer(kind, batch_size):
+    """Rows of a group share their common prefix's prefill (a span cut inside it included): the
+    replies and log-probabilities are the ungrouped reader's and the hand computation's, and the
+    prompt tokens run are fewer."""
+    tok = tiny_tokenizer("chatml")
+    model = _model(kind).eval()
+    limits = [6, 2, 6, 4, 0, 6, 3, 6]
+    asks = [Ask(c, TARGETS, n) for (_, c), n in zip(GROUPED, limits, strict=True)]
+    grouped = [Ask(c, TARGETS, n, g) for (g, c), n in zip(GROUPED, limits, strict=True)]
+    alone, shared = (Reader(Generator(model, tok, 6, batch_size)) for _ in range(2))
+    expected, answers = alone.read(asks), shared.read(grouped)
+    for (_, conv), a, b in zip(GROUPED, expected, answers, strict=True):
+        assert b.reply == a.reply
+        for name, text in TARGETS.items():
+            assert b.logprobs[name] == pytest.approx(a.logprobs[name], abs=1e-4)
+            assert b.logprobs[name] == pytest.approx(_by_hand(model, tok, conv, text), abs=1e-4)
+    if batch_size > 1:
+        assert shared.stats["prompt_tokens"] < alone.stats["prompt_tokens"]

@@ -24,15 +24,23 @@ class NeedsModel(ValueError):
 
 @dataclass
 class EvalConfig:
-    """Options shared by all runners (the CLI's ``calyrex eval`` flags)."""
+    """Options shared by all runners; ``calyrex eval`` takes one flag per field."""
 
-    data: dict[str, str] = field(default_factory=dict)  # suite name → file or dataset id
-    limit: int | None = None  # first N items of each benchmark (smoke runs)
+    # suite name → file or dataset id (calyrex eval --data NAME=PATH fills it)
+    data: dict[str, str] = field(default_factory=dict, metadata={"cli": False})
+    limit: int | None = None
+    """At most this many items per suite, the first ones (smoke runs)."""
     max_new_tokens: int = 1024
+    """The longest greedy reply (a suite reads less where its verdict does)."""
     batch_size: int = 8
-    system_prompt: str | None = None  # for benchmarks whose prompts carry no system message
+    """Prompts per batch (the attack suites: a budget of batch_size × 256 padded tokens)."""
+    system_prompt: str | None = None
+    """The system prompt the lm-eval capability tasks run under (benchmarks whose prompts
+    carry no system message)."""
     seed: int = 0
-    shots: list[int] | None = None  # the many-shot suites' shot counts (None: each suite's own)
+    """Seed of the sampled parts of a suite (IFEval's loose variants, data order)."""
+    shots: list[int] | None = None
+    """The many-shot suites' shot counts (msj_hijack; default: each suite's own, 4 16 64)."""
 
 
 @dataclass
@@ -99,7 +107,12 @@ class Benchmark:
             ctx.reader = Reader(ctx.generator)
         for chunk in batches(items, 4 * ctx.config.batch_size):  # rows saved as they come
             asks = [
-                Ask(self.conversation(it, ctx), self.targets(it), self.new_tokens(it, ctx))
+                Ask(
+                    self.conversation(it, ctx),
+                    self.targets(it),
+                    self.new_tokens(it, ctx),
+                    self.unit(it),
+                )
                 for it in chunk
             ]
             for item, out in zip(chunk, ctx.reader.read(asks), strict=True):
