@@ -1,9 +1,13 @@
 """The ``calyrex`` command: a thin table of subcommands over library functions.
 
-Each subcommand is a function whose signature is its options (``--max-steps`` ↔ ``max_steps``;
-a positional-only parameter is a positional argument); one marked ``@options_from(SomeConfig)``
-also takes one flag per field of that dataclass (:mod:`calyrex.cli.fields`). Adding a subcommand
-is a function plus one line in :data:`COMMANDS`.
+A subcommand is a function marked ``@options_from(SomeOptions, ...)``: its flags are the fields
+of those typed dataclasses (``--max-steps`` ↔ ``max_steps``; help from each field's docstring,
+choices from ``Literal`` or a registry: :mod:`calyrex.cli.fields`), and it receives the flags
+given as keyword arguments (``**options``). A positional-only parameter is a positional
+argument (``calyrex study real``); a parameter named like a field receives that field's flag
+(so Python callers may pass it positionally); any other parameter is a flag of its own, its
+help from the docstring's ``Args:`` block (``train --config``, ``bench --quick``, ``serve``'s
+binding). Adding a subcommand is a function plus one line in :data:`COMMANDS`.
 """
 
 from __future__ import annotations
@@ -15,7 +19,15 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .fields import add_options, argument, description, help_text, options_of, param_docs
+from .fields import (
+    add_options_of,
+    description,
+    flag_fields,
+    flag_keywords,
+    help_text,
+    options_of,
+    param_docs,
+)
 
 # subcommand → "module:function" (imported only when that subcommand runs, so the CLI starts fast);
 # the research wing's subcommands (study, mix, reproduce, ruleworld-*, …) are its entry points
@@ -44,14 +56,17 @@ def _hint(fn: Callable[..., Any], annotation: Any) -> Any:
 def _add(sub: Any, name: str, fn: Callable[..., Any]) -> argparse.ArgumentParser:
     doc = description(fn)
     parser = sub.add_parser(name, help=doc.splitlines()[0] if doc else None, description=doc)
+    fields = {f.name for config in options_of(fn) or () for f in flag_fields(config)}
     params = [
         p
         for p in inspect.signature(fn).parameters.values()
         if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    ]
+        and (p.kind is inspect.Parameter.POSITIONAL_ONLY or p.name not in fields)
+    ]  # the function's own options; a parameter named like a field takes that field's flag
     docs = param_docs(fn)  # the docstring's Args: block, as the flags' help
     for param in params:
-        kw = argument(_hint(fn, param.annotation))  # type, nargs, choices: as a config field's
+        # type, nargs, choices: as a config field's
+        kw = flag_keywords(_hint(fn, param.annotation), param.default)
         what = help_text(docs.get(param.name, ""), param.default) or None
         if param.kind is inspect.Parameter.POSITIONAL_ONLY:
             parser.add_argument(param.name, help=what, **kw)
@@ -59,14 +74,9 @@ def _add(sub: Any, name: str, fn: Callable[..., Any]) -> argparse.ArgumentParser
         flag = "--" + param.name.replace("_", "-")
         if param.default is inspect.Parameter.empty:
             parser.add_argument(flag, required=True, help=what, **kw)
-        elif kw.get("nargs") == "+" and "action" not in kw and param.default is None:
-            # repeatable: --key a b --key c → [a, b, c]
-            parser.add_argument(flag, action="extend", help=what, **kw)
         else:
             parser.add_argument(flag, default=param.default, help=what, **kw)
-    config = options_of(fn)
-    if config is not None:  # **options: one flag per field of the dataclass
-        add_options(parser, config, taken=[p.name for p in params])
+    add_options_of(parser, fn, taken=[p.name for p in params])  # **options: one flag per field
     parser.set_defaults(_fn=fn)
     return parser
 

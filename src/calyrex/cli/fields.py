@@ -1,14 +1,19 @@
-"""A subcommand's options from a typed dataclass: one flag per field, defined once, in the config.
+"""A subcommand's options from typed dataclasses: one flag per field, defined once, in the config.
 
-``@options_from(TrainConfig)`` on a subcommand's function adds ``--max-steps`` for the field
-``max_steps``, and so on for every field. What the flag takes comes from the annotation (``int``,
-``float``, ``str``, ``bool`` as ``--x/--no-x``, ``X | None``, ``list[X]``, ``X | list[X]``,
-``tuple[X, ...]``, ``Literal[...]``, ``dict`` as JSON); its help is the field's docstring (the
-string literal under it, as mkdocstrings reads it); its choices are ``Literal`` values or
+``@options_from(SomeConfig)`` on a subcommand's function adds ``--max-steps`` for the field
+``max_steps``, and so on for every field; several dataclasses, as transformers'
+``HfArgumentParser((ModelArguments, TrainingArguments))`` takes them, give one group of flags
+each (``@options_from(EvalOptions, EvalConfig)``: the command's own options beside the library
+config they fill). What the flag takes comes from the annotation (``int``, ``float``, ``str``,
+``bool`` as ``--x/--no-x``, ``X | None``, ``list[X]`` (repeatable when its default is None),
+``X | list[X]``, ``tuple[X, ...]``, ``Literal[...]``, ``dict`` as JSON); its help is the field's
+docstring (the string literal under it, as mkdocstrings reads it) or, for a field without one,
+HF's ``field(metadata={"help": ...})``; its choices are ``Literal`` values or
 ``field(metadata={"choices": REGISTRY})``; ``metadata={"cli": False}`` keeps a field off the
-command line (the command sets it from its own parameters). The function receives only the
-flags given on the command line, as keyword arguments, so a ``--config FILE`` can sit between
-the dataclass defaults and the flags.
+command line (the command sets it from its own options). A field with no default is a required
+flag. The function receives only the flags given on the command line, as keyword arguments
+(:func:`split_options` sorts them by dataclass), so a preset or a ``--config FILE`` can sit
+between the dataclass defaults and the flags.
 """
 
 from __future__ import annotations
@@ -29,21 +34,45 @@ from typing import Any, Literal, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def options_from(cls: type) -> Callable[[F], F]:
-    """Mark a subcommand whose ``**options`` are the fields of the dataclass ``cls``."""
-    if not dataclasses.is_dataclass(cls):
-        raise TypeError(f"{cls!r} is not a dataclass")
+def options_from(*configs: Any, required: bool = True) -> Callable[[F], F]:
+    """Mark a subcommand whose ``**options`` are the fields of the dataclasses ``configs``.
+
+    A config given as an instance (a preset) shows its values as the flags' defaults.
+    ``required=False``: a field with no default is an optional flag all the same (the command
+    fills it from elsewhere: ``calyrex train --config FILE.yaml``).
+    """
+    for config in configs:
+        if not dataclasses.is_dataclass(config):
+            raise TypeError(f"{config!r} is not a dataclass")
 
     def mark(fn: F) -> F:
-        fn.__calyrex_options__ = cls  # type: ignore[attr-defined]
+        fn.__calyrex_options__ = configs  # type: ignore[attr-defined]
+        fn.__calyrex_required__ = required  # type: ignore[attr-defined]
         return fn
 
     return mark
 
 
-def options_of(fn: Callable[..., Any]) -> type | None:
-    """The dataclass ``fn`` takes its options from, if any."""
+def options_of(fn: Callable[..., Any]) -> tuple[Any, ...] | None:
+    """The dataclasses (or preset instances) ``fn`` takes its options from, if any."""
     return getattr(fn, "__calyrex_options__", None)
+
+
+def flag_fields(config: Any) -> list[dataclasses.Field]:
+    """The fields of ``config`` that are flags (not ``metadata={"cli": False}``)."""
+    return [f for f in dataclasses.fields(config) if f.init and f.metadata.get("cli") is not False]
+
+
+def split_options(options: dict[str, Any], *configs: Any) -> list[dict[str, Any]]:
+    """``options`` sorted by dataclass, one dict per config (HF's ``parse_dict``, before the
+    instances: the command decides what the flags go over, defaults or a preset)."""
+    parts: list[dict[str, Any]] = [{} for _ in configs]
+    owner = {f.name: i for i, c in reversed(list(enumerate(configs))) for f in flag_fields(c)}
+    for key, value in options.items():
+        if key not in owner:
+            raise TypeError(f"unexpected option {key!r}")
+        parts[owner[key]][key] = value
+    return parts
 
 
 @functools.cache
@@ -181,20 +210,51 @@ def argument(kind: Any) -> dict[str, Any]:
     return _scalar(kind)
 
 
-def add_options(parser: argparse.ArgumentParser, cls: type, taken: Sequence[str] = ()) -> None:
-    """One flag per field of ``cls``; a flag not given leaves its field out of the namespace."""
+def flag_keywords(kind: Any, default: Any) -> dict[str, Any]:
+    """:func:`argument`'s keywords; a list whose default is None is repeatable
+    (``--key a b --key c`` → ``[a, b, c]``)."""
+    kw = argument(kind)
+    if kw.get("nargs") == "+" and "action" not in kw and default is None:
+        kw["action"] = "extend"
+    return kw
+
+
+def _class(config: Any) -> type:
+    """A dataclass, or the class of a preset instance."""
+    return config if isinstance(config, type) else type(config)
+
+
+def field_help(config: Any, f: dataclasses.Field) -> str:
+    """A field's help: its docstring, else HF's ``metadata={"help": ...}``."""
+    return field_docs(_class(config)).get(f.name) or f.metadata.get("help", "")
+
+
+def add_options(
+    parser: argparse.ArgumentParser, config: Any, taken: Sequence[str] = (), required: bool = True
+) -> None:
+    """One flag per field of ``config`` (a dataclass, or an instance whose values are the
+    defaults shown); a flag not given leaves its field out of the namespace."""
+    cls = _class(config)
     hints = typing.get_type_hints(cls)
-    docs = field_docs(cls)
     group = parser.add_argument_group(f"options ({cls.__name__} fields)")
-    for f in dataclasses.fields(cls):
-        if not f.init or f.metadata.get("cli") is False:  # set by the command itself
-            continue
+    for f in flag_fields(cls):
         if f.name in taken:
             raise TypeError(f"{f.name!r} is both a parameter and a {cls.__name__} field")
-        kw = argument(hints[f.name])
+        default = _default(f) if config is cls else getattr(config, f.name)
+        kw = flag_keywords(hints[f.name], default)
         if "choices" in f.metadata:  # a registry: a dict's keys or a tuple of names
             kw["choices"] = list(f.metadata["choices"])
         kw.update({k: f.metadata[k] for k in ("nargs", "metavar") if k in f.metadata})
+        if default is dataclasses.MISSING and required:
+            kw["required"] = True
         flag = "--" + f.name.replace("_", "-")
-        text = help_text(f.metadata.get("help") or docs.get(f.name, ""), _default(f))
+        text = help_text(field_help(config, f), default)
         group.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, help=text, **kw)
+
+
+def add_options_of(
+    parser: argparse.ArgumentParser, fn: Callable[..., Any], taken: Sequence[str]
+) -> None:
+    """The flags of every dataclass ``fn`` is marked with (:func:`options_from`)."""
+    for config in options_of(fn) or ():
+        add_options(parser, config, taken, getattr(fn, "__calyrex_required__", True))

@@ -9,7 +9,7 @@ from ..cli.fields import options_from
 from .config import TrainConfig
 
 
-@options_from(TrainConfig)
+@options_from(TrainConfig, required=False)  # --config FILE.yaml may give model, data, out
 def train_command(config: str | None = None, **options: Any) -> None:
     """Train calyrex | lora | parallel_mlp on chat data (--objective sft) or preference pairs
     (--objective dpo); adapter in OUT/adapter, log in OUT/metrics.jsonl.
