@@ -19,82 +19,80 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..cli.fields import options_from
 from ..core.placement import PRESETS, placement_layers
 
 
-def ablate(
-    presets: list[str] | None = None,
-    out: str = "calyrex-ablate",
-    seed: int = 0,
-    quick: bool = False,
-    steps: int | None = None,
-    backbone: str | None = None,
-    model: str | None = None,
-    data: list[str] | None = None,
-    suite: str | None = None,
-    config: str | None = None,
-    eval_data: list[str] | None = None,
-    limit: int | None = None,
-    max_new_tokens: int = 512,
-    batch_size: int = 8,
-    judge: str | None = None,
-    judge_model: str | None = None,
-) -> dict:
+@dataclasses.dataclass
+class AblateOptions:
+    """``calyrex ablate``'s options; those marked "with --model" are for an ablation on a model
+    other than RuleWorld, as ``calyrex eval`` and ``calyrex train`` take them."""
+
+    presets: list[str] | None = None
+    """The placement presets to compare (default: all; calyrex placements lists them)."""
+    out: str = "calyrex-ablate"
+    """The directory for the adapters, evaluations and ablation.{json,md,png}."""
+    seed: int = 0
+    """The training seed of every adapter."""
+    quick: bool = False
+    """A CI-sized run on RuleWorld (a few steps and examples)."""
+    steps: int | None = None
+    """Training steps per adapter (overrides the preset's or --config's)."""
+    backbone: str | None = None
+    """A saved RuleWorld backbone directory (default: the packaged one)."""
+    model: str | None = None
+    """Ablate on this model instead of RuleWorld (a hub id, directory or registered name)."""
+    data: list[str] | None = None
+    """With --model: training data (JSONL files or datasets sources)."""
+    suite: str | None = None
+    """With --model: the calyrex eval suites, comma-separated."""
+    config: str | None = None
+    """With --model: a training YAML (calyrex train's options)."""
+    eval_data: list[str] | None = None
+    """With --model: NAME=PATH data for the suites, as calyrex eval takes it."""
+    limit: int | None = None
+    """With --model: items per suite."""
+    max_new_tokens: int = 512
+    """With --model: the longest generated reply."""
+    batch_size: int = 8
+    """With --model: prompts per generation batch."""
+    judge: str | None = None
+    """With --model: the judge for judged suites, as calyrex eval takes it."""
+    judge_model: str | None = None
+    """With --model: the judge's model."""
+
+
+@options_from(AblateOptions)
+def ablate(**options: Any) -> dict:
     """Placement ablation: one CALYREX adapter per preset (default: all 8), same data, steps and
     seed, evaluated and tabulated into OUT/ablation.{json,md,png}. Default: RuleWorld (--quick
     for a CI-sized run, --backbone DIR). Any model: --model M --data D --suite ifeval,... with
     --config TRAIN.yaml (training options), --eval-data NAME=PATH, --limit, --judge as for
     `calyrex eval`; --steps overrides the training steps in both cases.
-
-    Args:
-        presets: the placement presets to compare (default: all; calyrex placements lists them)
-        out: the directory for the adapters, evaluations and ablation.{json,md,png}
-        seed: the training seed of every adapter
-        quick: a CI-sized run on RuleWorld (a few steps and examples)
-        steps: training steps per adapter (overrides the preset's or --config's)
-        backbone: a saved RuleWorld backbone directory (default: the packaged one)
-        model: ablate on this model instead of RuleWorld (a hub id, directory or registered name)
-        data: with --model: training data (JSONL files or datasets sources)
-        suite: with --model: the calyrex eval suites, comma-separated
-        config: with --model: a training YAML (calyrex train's options)
-        eval_data: with --model: NAME=PATH data for the suites, as calyrex eval takes it
-        limit: with --model: items per suite
-        max_new_tokens: with --model: the longest generated reply
-        batch_size: with --model: prompts per generation batch
-        judge: with --model: the judge for judged suites, as calyrex eval takes it
-        judge_model: with --model: the judge's model
     """
-    start, root = time.time(), Path(out)
+    opts = AblateOptions(**options)
+    start, root = time.time(), Path(opts.out)
     root.mkdir(parents=True, exist_ok=True)
-    presets = presets or list(PRESETS)
+    presets = opts.presets or list(PRESETS)
+    data, suite, config, seed, steps = opts.data, opts.suite, opts.config, opts.seed, opts.steps
     from ..backbones.resolve import resolve_model
 
-    model, backbone = (resolve_model(m) if m else None for m in (model, backbone))
+    model, backbone = (resolve_model(m) if m else None for m in (opts.model, opts.backbone))
     if model is None:
-        if data or suite or config or eval_data:
+        if data or suite or config or opts.eval_data:
             raise ValueError("--data/--suite/--config/--eval-data need --model (else RuleWorld)")
         from .ruleworld.ablate import COLUMNS, ablate_ruleworld
 
-        rows, setup = ablate_ruleworld(presets, root, seed, backbone, quick, steps)
+        rows, setup = ablate_ruleworld(presets, root, seed, backbone, opts.quick, steps)
         columns = list(COLUMNS)
     else:
-        if backbone or quick:
+        if backbone or opts.quick:
             raise ValueError("--backbone and --quick are RuleWorld options; drop them with --model")
         if not (data or config) or not suite:
             raise ValueError(
                 "an ablation on --model needs --data (or --config with data) and --suite (eval)"
             )
-        evaluation = dict(
-            eval_data=eval_data,
-            limit=limit,
-            max_new_tokens=max_new_tokens,
-            batch_size=batch_size,
-            judge=judge,
-            judge_model=judge_model,
-        )
-        rows, setup = ablate_model(
-            model, data, suite, presets, root, seed, steps, config, evaluation
-        )
+        rows, setup = ablate_model(model, data, suite, presets, root, seed, steps, config, opts)
         columns = [k for k in rows["base"] if "/" in k and not k.split("/")[1].startswith("n_")]
     results = {"placements": rows, "setup": setup, "seconds": round(time.time() - start, 1)}
     (root / "ablation.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -115,7 +113,7 @@ def ablate_model(
     seed: int,
     steps: int | None,
     config: str | None,
-    evaluation: dict[str, Any],
+    evaluation: AblateOptions,
 ) -> tuple[dict[str, dict], dict]:
     """Rows ``{"base" | preset: {"layers", "trainable_params", "SUITE/METRIC": value}}``."""
     from ..training import TrainConfig
@@ -169,7 +167,7 @@ def _train_once(cfg: Any) -> dict[str, Any]:
 
 
 def _evaluate(
-    model: str, adapter: str | None, suite: str, out: Path, evaluation: dict[str, Any]
+    model: str, adapter: str | None, suite: str, out: Path, evaluation: AblateOptions
 ) -> dict[str, float]:
     """An ordinary eval run (``OUT``, as ``calyrex eval`` writes it) of the base
     (``adapter=None``) or one adapter: ``{"SUITE/METRIC": value}`` from its summary."""
@@ -179,10 +177,10 @@ def _evaluate(
 
     suites = resolve_suites(suite)
     config = EvalConfig(
-        data=parse_data(evaluation["eval_data"], suites),
-        limit=evaluation["limit"],
-        max_new_tokens=evaluation["max_new_tokens"],
-        batch_size=evaluation["batch_size"],
+        data=parse_data(evaluation.eval_data, suites),
+        limit=evaluation.limit,
+        max_new_tokens=evaluation.max_new_tokens,
+        batch_size=evaluation.batch_size,
     )
     summary = evaluate_model(
         suites,
@@ -190,8 +188,8 @@ def _evaluate(
         config,
         model,
         adapter,
-        judge=evaluation["judge"],
-        judge_model=evaluation["judge_model"],
+        judge=evaluation.judge,
+        judge_model=evaluation.judge_model,
     )
     return {
         f"{name}/{metric}": value

@@ -11,10 +11,11 @@ import hashlib
 import json
 import os
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ...cli.fields import options_from
 from .access import ROTATIONS
 from .example import Example
 from .leaks import BENCHMARK_FILES
@@ -72,35 +73,41 @@ def val_path(path: str | Path) -> Path:
     return path.with_name(f"{path.stem}.val{path.suffix}")
 
 
-def mix(
-    out: str,
-    kind: Kind = "sft",
-    n: int | None = None,
-    seed: int = 0,
-    access: Rotation = "default",
-    val: int = 0,
-    stats: bool = False,
-) -> int:
+@dataclass
+class MixOptions:
+    """``calyrex mix``'s options (the recipe they make: :class:`MixConfig`)."""
+
+    out: str
+    """The JSONL file to write (FILE; its recipe goes to FILE.stats.json)."""
+    kind: Kind = "sft"
+    """sft (conversations) or preference (chosen/rejected pairs)."""
+    n: int | None = None
+    """Rows to write (default: the kind's recipe size)."""
+    seed: int = 0
+    """The draw of rows from each source."""
+    access: Rotation = "default"
+    """The access-code dialogues' outcome rotation: ``default`` (a third "Access Granted"),
+    ``fewer-granted`` (a sixth; another sixth refuses a foreign defence's rules pasted as the
+    user's text) or ``every-outcome`` (each defence with its wrong code, a hijack and an
+    extraction refused and its right code granted, in a row)."""
+    val: int = 0
+    """Also hold out this many rows, same shares, as the validation split ``FILE.val.jsonl``;
+    no defence or prompt is in both files."""
+    stats: bool = False
+    """Also print the recipe (the shares of each source)."""
+
+
+@options_from(MixOptions)
+def mix(**options: Any) -> int:
     """Write a training mix from the real public data (shared/data/real) as JSONL.
 
     ``--kind sft``: OpenAI-messages rows (instruction / rule / injection / access-code examples
     with the instruction, rule or defence in the system turn); ``--kind preference``: TRL
     conversational preference rows (SecAlign injection pairs, Tensor Trust access-code pairs).
     Writes FILE.stats.json beside it (the recipe); ``--stats`` also prints that recipe.
-
-    Args:
-        out: the JSONL file to write (FILE; its recipe goes to FILE.stats.json)
-        kind: sft (conversations) or preference (chosen/rejected pairs)
-        n: rows to write (default: the kind's recipe size)
-        seed: the draw of rows from each source
-        stats: also print the recipe (the shares of each source)
-        access: the access-code dialogues' outcome rotation: ``default`` (a third "Access
-            Granted"), ``fewer-granted`` (a sixth; another sixth refuses a foreign defence's
-            rules pasted as the user's text) or ``every-outcome`` (each defence with its wrong
-            code, a hijack and an extraction refused and its right code granted, in a row).
-        val: also hold out this many rows, same shares, as the validation split
-            ``FILE.val.jsonl``; no defence or prompt is in both files.
     """
+    opts = MixOptions(**options)
+    kind, seed, access, val = opts.kind, opts.seed, opts.access, opts.val
     if kind not in DEFAULT_N:
         raise ValueError(f"--kind must be one of {sorted(DEFAULT_N)}, not {kind!r}")
     if access not in ROTATIONS:
@@ -108,14 +115,14 @@ def mix(
     if val < 0:
         raise ValueError(f"--val must be 0 or more, not {val}")
     root = real_dir()
-    n = DEFAULT_N[kind] if n is None else n
+    n = DEFAULT_N[kind] if opts.n is None else opts.n
     if kind == "sft":
         config, to_row = MixConfig(n=n, seed=seed, access=access, val=val), Example.sft_row
     else:
         config, to_row = preference_config(n, seed, access, val), Example.preference_row
         check_preference(config)
     parts = build_split(root, config)
-    path = Path(out)
+    path = Path(opts.out)
     path.parent.mkdir(parents=True, exist_ok=True)
     files = {"train": path, "validation": val_path(path)} if val else {"train": path}
     record: dict[str, Any] = {}
@@ -136,6 +143,6 @@ def mix(
     for name, count in stats_record["counts"].items():
         tags = ", ".join(f"{t} {c}" for t, c in stats_record["tags"][name].items())
         print(f"  kind   {name:20s} {count:6d}  ({tags})")
-    if stats:
+    if opts.stats:
         print(json.dumps(stats_record, indent=2, ensure_ascii=False))
     return 0

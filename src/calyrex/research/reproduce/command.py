@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...cli.fields import options_from
 from .config import METHODS, ReproduceConfig, load_config
 from .stages import STAGES, Run
 
@@ -27,16 +29,31 @@ def make_run(
     return Run(cfg, Path(out), methods, _suites(cfg, suites), judge)
 
 
-def reproduce(
-    config: str | None = None,
-    out: str = "runs/reproduce",
-    methods: list[str] | None = None,
-    suites: str | None = None,
-    stages: list[str] | None = None,
-    dry_run: bool = False,
-    smoke: bool = False,
-    bench: str | None = None,
-) -> int:
+@dataclass
+class ReproduceOptions:
+    """``calyrex reproduce``'s options (the recipe itself: :class:`ReproduceConfig`, read from
+    --config)."""
+
+    config: str | None = None
+    """The paper recipe of one backbone (configs/paper/*.yaml)."""
+    out: str = "runs/reproduce"
+    """The directory of every stage's outputs and report.md."""
+    methods: list[str] | None = None
+    """The methods to train (calyrex lora parallel_mlp; default: all)."""
+    suites: str | None = None
+    """paper (the recipe's) or NAME,... (calyrex eval suites)."""
+    stages: list[str] | None = None
+    """train eval report analyze ablate (default: all, in that order)."""
+    dry_run: bool = False
+    """Print every command, model and data set with sizes and GPU-hours, run nothing."""
+    smoke: bool = False
+    """A tiny offline model and the repository's fixtures (CI)."""
+    bench: str | None = None
+    """A calyrex bench --json FILE whose measured rates the dry run's hours use."""
+
+
+@options_from(ReproduceOptions)
+def reproduce(**options: Any) -> int:
     """Reproduce the paper for one backbone: train, eval, analyze, ablate, report (OUT/report.md).
 
     --config configs/paper/qwen2.5-1.5b.yaml (or --smoke: a tiny offline model and fixtures),
@@ -44,22 +61,14 @@ def reproduce(
     analyze ablate. Finished units are skipped, interrupted ones continue. --dry-run prints
     every command, model and data set with sizes and GPU-hours (--bench FILE: rates measured by
     `calyrex bench --json`). Exit status 1 when a benchmark could not be scored.
-
-    Args:
-        config: the paper recipe of one backbone (configs/paper/*.yaml)
-        out: the directory of every stage's outputs and report.md
-        methods: the methods to train (calyrex lora parallel_mlp; default: all)
-        suites: paper (the recipe's) or NAME,... (calyrex eval suites)
-        stages: train eval report analyze ablate (default: all, in that order)
-        dry_run: print every command, model and data set with sizes and GPU-hours, run nothing
-        smoke: a tiny offline model and the repository's fixtures (CI)
-        bench: a calyrex bench --json FILE whose measured rates the dry run's hours use
     """
-    stages = stages or list(STAGES)
+    opts = ReproduceOptions(**options)
+    out, smoke = opts.out, opts.smoke
+    stages = opts.stages or list(STAGES)
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise ValueError(f"unknown stages {unknown}; choose from {list(STAGES)}")
-    if smoke == bool(config):
+    if smoke == bool(opts.config):
         raise ValueError("give --config FILE.yaml or --smoke (one of them)")
     judge = None
     if smoke:
@@ -67,12 +76,12 @@ def reproduce(
 
         cfg, judge = smoke_config(Path(out) / "smoke"), (lambda: keyword_judge)
     else:
-        cfg = load_config(config)
-    run = make_run(cfg, out, methods, suites, judge)
-    if dry_run:
+        cfg = load_config(opts.config)
+    run = make_run(cfg, out, opts.methods, opts.suites, judge)
+    if opts.dry_run:
         from .plan import print_plan
 
-        print_plan(run, [s for s in STAGES if s in stages], bench)
+        print_plan(run, [s for s in STAGES if s in stages], opts.bench)
         return 0
     return execute(run, stages)
 

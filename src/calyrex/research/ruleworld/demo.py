@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from ...cli.fields import options_from
 from ...eval.intervals import over_seeds
 from .corpus import sft_corpus, write_jsonl
 from .evaluate import EvalConfig, evaluate
@@ -206,15 +207,28 @@ def run_demo(
     return results
 
 
-def demo(
-    quick: bool = False,
-    full: bool = False,
-    out: str = "ruleworld-demo",
-    seed: int = 0,
-    seeds: list[int] | None = None,
-    backbone: str | None = None,
-    pretrain: bool = False,
-) -> None:
+@dataclass
+class DemoOptions:
+    """``calyrex demo``'s options."""
+
+    quick: bool = False
+    """A CI-sized run (well under 2 minutes)."""
+    full: bool = False
+    """The claims' sizes: 100 steps, seeds 0 1 2, 128 examples per suite (about 30 min)."""
+    out: str = "ruleworld-demo"
+    """The directory for the adapters, the table and the plots."""
+    seed: int = 0
+    """The backbone's seed (another than 0 pretrains a fresh backbone)."""
+    seeds: list[int] | None = None
+    """Training seeds, each method trained once per seed (mean and spread reported)."""
+    backbone: str | None = None
+    """A saved RuleWorld backbone directory (or ruleworld: the shipped one)."""
+    pretrain: bool = False
+    """Pretrain a fresh backbone into OUT/backbone first (about 11 min)."""
+
+
+@options_from(DemoOptions)
+def demo(**options: Any) -> None:
     """Reproduce the paper's comparison on RuleWorld: train calyrex, LoRA and ParallelMLP
     (parameter-matched, same data, steps and seed), evaluate them and the base, write a table
     with 95 % intervals and plots to OUT. Uses the shipped backbone; --pretrain (or a --seed
@@ -224,20 +238,13 @@ def demo(
     steps, 24 examples per suite, one seed: a look, about 5 min on 2 idle cores); --full (100
     steps, seeds 0 1 2, 128 examples per suite, 64 per attack family, contexts to 2,048 tokens:
     the claims; about 30 min on 2 idle cores); --quick (a CI-sized run, well under 2 minutes).
-
-    Args:
-        quick: a CI-sized run (well under 2 minutes)
-        full: the claims' sizes: 100 steps, seeds 0 1 2, 128 examples per suite (about 30 min)
-        out: the directory for the adapters, the table and the plots
-        seed: the backbone's seed (another than 0 pretrains a fresh backbone)
-        seeds: training seeds, each method trained once per seed (mean and spread reported)
-        backbone: a saved RuleWorld backbone directory (or ruleworld: the shipped one)
-        pretrain: pretrain a fresh backbone into OUT/backbone first (about 11 min)
     """
+    opts = DemoOptions(**options)
+    backbone = opts.backbone
     if backbone is not None:
         from ...backbones.resolve import resolve_model
 
         backbone = resolve_model(backbone)
-    if quick and full:
+    if opts.quick and opts.full:
         raise ValueError("give --quick or --full, not both")
-    run_demo(quick, out, seed, backbone, pretrain, seeds, full)
+    run_demo(opts.quick, opts.out, opts.seed, backbone, opts.pretrain, opts.seeds, opts.full)

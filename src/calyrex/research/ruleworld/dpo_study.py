@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ...cli.fields import options_from
 from ...eval.intervals import over_seeds, t_interval
 from .corpus import sft_corpus, write_jsonl, write_rows
 from .demo import METHODS, TRAINING, DemoConfig
@@ -206,20 +207,33 @@ def gather(root: Path, cfg: DpoConfig) -> dict[str, Any]:
     return out
 
 
-def run_dpo_study(out: str, quick: bool = False, seeds: list[int] | None = None) -> dict:
+@dataclass
+class DpoStudyOptions:
+    """``calyrex ruleworld-dpo``'s options."""
+
+    out: str
+    """The study's directory (resumed when it exists)."""
+    quick: bool = False
+    """A CI-sized study."""
+    seeds: list[int] | None = None
+    """Training seeds (default: the preset's)."""
+
+
+@options_from(DpoStudyOptions)
+def run_dpo_study(out: str | Path, **options: Any) -> dict:
     """Run (or resume) the study into ``out`` and write ``out/dpo-study.json``.
 
     Args:
-        out: the study's directory (resumed when it exists)
-        quick: a CI-sized study
-        seeds: training seeds (default: the preset's)
+        out: the study's directory (:attr:`DpoStudyOptions.out`).
+        options: the other :class:`DpoStudyOptions` fields.
     """
-    cfg = QUICK if quick else FULL
-    if seeds:
-        cfg = replace(cfg, seeds=tuple(seeds))
+    opts = DpoStudyOptions(str(out), **options)
+    cfg = QUICK if opts.quick else FULL
+    if opts.seeds:
+        cfg = replace(cfg, seeds=tuple(opts.seeds))
     root = Path(out)
     world = World(0)
-    backbone = backbone_dir(root, quick, 0, None)
+    backbone = backbone_dir(root, opts.quick, 0, None)
     for seed in cfg.seeds:
         run_seed(root, backbone, world, cfg, seed)
     result = gather(root, cfg)

@@ -98,66 +98,103 @@ def _suites(gen: int, msj: int, cap: int, tokens: int, shots: tuple[int, ...]) -
     )
 
 
+# the first study's arms (V1)
+ARMS_V1 = (
+    Arm("calyrex-late8th", "calyrex"),
+    Arm("lora", "lora"),
+    Arm("parallel_mlp", "parallel_mlp"),
+    # the change seed 0 points to (CALYREX's loss ends above LoRA's, and a step costs it about
+    # half of LoRA's): CALYREX given LoRA's wall time, i.e. more steps in the same budget
+    Arm("calyrex-equal-time", "calyrex", seeds=(0,), steps_like="lora"),
+    Arm("calyrex-analyze", "calyrex", placement="analyze", seeds=(0,)),
+    Arm("lora-equal-time", "lora", seeds=(0,), steps_like="calyrex-late8th"),
+    # the change the arms above point to (every one says "Access Granted" too readily): the
+    # same mix with half the access rows' granted targets turned into refusals
+    Arm("calyrex-fewer-granted", "calyrex", seeds=(0, 1), access="fewer-granted"),
+    Arm("lora-fewer-granted", "lora", seeds=(0, 1), access="fewer-granted"),  # LoRA on it too
+    # SFT → DPO (issue 28): the reference is the base (the adapters switched off)
+    Arm("calyrex-dpo", "calyrex", objective="dpo", init_from="calyrex-late8th", seeds=(0,)),
+    Arm("lora-dpo", "lora", objective="dpo", init_from="lora", seeds=(0,)),
+    Arm(
+        "parallel_mlp-dpo",
+        "parallel_mlp",
+        objective="dpo",
+        init_from="parallel_mlp",
+        seeds=(0,),
+    ),
+)
+# the records a preset sets: not flags of calyrex study
+NOT_A_FLAG = {"cli": False}
+
+
 @dataclass(frozen=True)
 class StudyConfig:
     """The study's whole recipe (written to ``OUT/study.json`` beside the results)."""
 
     model: str = "smollm2"
+    """The real study's model: a registered name (smollm2)."""
     mix_rows: int = 4000
+    """Rows of the SFT mix (calyrex mix --n)."""
     preference_rows: int = 1600
-    access: str = "default"  # the mixes' access-dialogue rotation (calyrex mix --access)
-    val_rows: int = 0  # held out of the SFT mix as its validation split (calyrex mix --val)
-    preference_val_rows: int = 0  # the same for the preference mix
-    steps: int = 48  # when epochs is None: every SFT run's steps
-    dpo_steps: int = 24  # a DPO step is two sequences and a reference forward
-    epochs: float | None = None  # else: train this many epochs at most, to convergence on val
+    """Rows of the preference mix the DPO arms train on."""
+    access: str = "default"
+    """The mixes' access-dialogue rotation (calyrex mix --access)."""
+    val_rows: int = 0
+    """Rows held out of the SFT mix as its validation split (calyrex mix --val)."""
+    preference_val_rows: int = 0
+    """The same for the preference mix."""
+    steps: int = 48
+    """Every SFT run's steps, when epochs is unset."""
+    dpo_steps: int = 24
+    """Every DPO run's steps, when dpo_epochs is unset (a DPO step is two sequences and a
+    reference forward)."""
+    epochs: float | None = None
+    """Train every SFT run this many epochs at most, to convergence on the validation split
+    (unset: steps)."""
     dpo_epochs: float | None = None
-    eval_steps: int = 50  # validation loss every this many steps (with val_rows)
-    patience: int | None = None  # stop after this many evaluations without a lower val loss
+    """The same for the DPO runs (unset: dpo_steps)."""
+    eval_steps: int = 50
+    """Validation loss every this many steps (with val_rows)."""
+    patience: int | None = None
+    """Stop a run after this many evaluations without a lower validation loss."""
     batch_size: int = 8
+    """Training sequences per step, every run."""
     max_length: int = 256
-    lr: float = 3e-4  # the learning rate of every SFT run when lr_grid is empty
+    """The longest training sequence, in tokens."""
+    lr: float = 3e-4
+    """The learning rate of every SFT run when lr_grid is empty."""
     dpo_lr: float = 5e-5
-    # the sweep (issue 38): per method, seed 0 trained sweep_steps at each value, the lowest
-    # validation loss wins (OUT/sweep/chosen.json); DPO's from the method's seed-0 SFT adapter
+    """The learning rate of every DPO run when dpo_lr_grid is empty."""
     lr_grid: tuple[float, ...] = ()
+    """The sweep (issue 38): per method, seed 0 trained sweep_steps at each value, the lowest
+    validation loss wins (OUT/sweep/chosen.json)."""
     dpo_lr_grid: tuple[float, ...] = ()
+    """The DPO sweep, from the method's seed-0 SFT adapter."""
     sweep_steps: int = 80
-    sweep_extend: int = 0  # a winner at the grid's edge: sweep this many more values past it
+    """Steps of each SFT sweep run."""
+    sweep_extend: int = 0
+    """A winner at the grid's edge: sweep this many more values past it."""
     dpo_sweep_steps: int = 40
+    """Steps of each DPO sweep run."""
     dpo_beta: float = 0.1
-    # fixed, not "auto": a study resumed on a machine with fast bf16 must not mix precisions
-    # ("auto" still exists for a one-machine study: calyrex.backbones.precision)
+    """DPO's beta: how strongly the trained model is held to the reference."""
     precision: str = "fp32"
+    """Training and evaluation precision (fp32, bf16 or fp16), fixed, not "auto": a study
+    resumed on a machine with fast bf16 must not mix precisions ("auto" still exists for a
+    one-machine study: calyrex.backbones.precision)."""
     seeds: tuple[int, ...] = (0, 1, 2)
-    arms: tuple[Arm, ...] = (
-        Arm("calyrex-late8th", "calyrex"),
-        Arm("lora", "lora"),
-        Arm("parallel_mlp", "parallel_mlp"),
-        # the change seed 0 points to (CALYREX's loss ends above LoRA's, and a step costs it about
-        # half of LoRA's): CALYREX given LoRA's wall time, i.e. more steps in the same budget
-        Arm("calyrex-equal-time", "calyrex", seeds=(0,), steps_like="lora"),
-        Arm("calyrex-analyze", "calyrex", placement="analyze", seeds=(0,)),
-        Arm("lora-equal-time", "lora", seeds=(0,), steps_like="calyrex-late8th"),
-        # the change the arms above point to (every one says "Access Granted" too readily): the
-        # same mix with half the access rows' granted targets turned into refusals
-        Arm("calyrex-fewer-granted", "calyrex", seeds=(0, 1), access="fewer-granted"),
-        Arm("lora-fewer-granted", "lora", seeds=(0, 1), access="fewer-granted"),  # LoRA on it too
-        # SFT → DPO (issue 28): the reference is the base (the adapters switched off)
-        Arm("calyrex-dpo", "calyrex", objective="dpo", init_from="calyrex-late8th", seeds=(0,)),
-        Arm("lora-dpo", "lora", objective="dpo", init_from="lora", seeds=(0,)),
-        Arm(
-            "parallel_mlp-dpo",
-            "parallel_mlp",
-            objective="dpo",
-            init_from="parallel_mlp",
-            seeds=(0,),
-        ),
+    """The training seeds of every arm that names none of its own."""
+    # the trained methods and the evaluated suites: records the presets set, not flags
+    arms: tuple[Arm, ...] = field(default=ARMS_V1, metadata=NOT_A_FLAG)
+    suites: tuple[Suite, ...] = field(
+        default_factory=lambda: _suites(48, 12, 40, 32, (4, 16, 64)), metadata=NOT_A_FLAG
     )
-    suites: tuple[Suite, ...] = field(default_factory=lambda: _suites(48, 12, 40, 32, (4, 16, 64)))
     eval_batch_size: int = 16
+    """Prompts per evaluation batch (a suite may set its own)."""
     analyze_examples: int = 48
+    """Conversations the analyze stage reads (calyrex analyze --max-examples)."""
     resamples: int = 2000
+    """Bootstrap resamples of every 95 % interval."""
 
     def arm(self, label: str) -> Arm:
         return next(a for a in self.arms if a.label == label)
