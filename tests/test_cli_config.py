@@ -1,10 +1,11 @@
-"""``calyrex train`` and ``calyrex bench`` take their flags from their dataclass configs: every
-field is a flag with help, choices come from the registries, YAML < flags, and a field added to
-a dataclass is a flag with no other edit."""
+"""Every ``calyrex`` subcommand takes its flags from typed dataclasses: every field is a flag with
+help, choices come from ``Literal`` and the registries (and are enforced), YAML < flags, and a
+field added to a dataclass is a flag with no other edit."""
 
 import argparse
 import dataclasses
 import re
+import typing
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -12,9 +13,17 @@ import pytest
 
 from calyrex import cli
 from calyrex.adapters.methods import METHODS
-from calyrex.backbones.precision import PRECISIONS
+from calyrex.backbones.precision import PRECISIONS, Dtype
 from calyrex.bench.config import BenchConfig
-from calyrex.cli.fields import add_options, options_from
+from calyrex.cli.fields import (
+    add_options,
+    field_help,
+    flag_fields,
+    options_from,
+    options_of,
+    split_options,
+)
+from calyrex.core.plugins import load
 from calyrex.training.config import TrainConfig
 
 
@@ -199,7 +208,8 @@ def test_eval_help_explains_every_flag_and_lists_the_suites():
     }
     assert [flag for flag, text in said.items() if len(text) < 10] == []
     text = " ".join(parser.format_help().split())
-    assert all(name in text for name in SUITES) and " | ".join(PRECISIONS) in text
+    assert all(name in text for name in SUITES)
+    assert "{" + ",".join(typing.get_args(Dtype)) + "}" in text  # the values --dtype takes
 
 
 def test_every_subcommand_explains_every_option():
@@ -225,3 +235,139 @@ def test_every_subcommand_explains_every_option():
     assert choices["eval dtype"] == ["auto", "float32", "bfloat16", "float16"]
     suite = subcommand_parser("eval")._option_string_actions["--suite"].help
     assert all(name in suite for name in ("sys_ifeval", "tensortrust", "mix_access"))
+
+
+# the flags that are a subcommand's own parameters, not dataclass fields: a file the fields are
+# read from, run-time switches of the benchmark, the server's binding
+OWN = {
+    "train": {"--config"},
+    "bench": {"--quick", "--threads", "--json"},
+    "serve": {"--model", "--adapter", "--host", "--port", "--system-prompt",
+              "--served-model-name", "--dtype", "--device", "--shutdown-grace", "--api-key"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands()))
+def test_every_subcommand_takes_its_options_from_dataclasses(name):
+    """Issue 39: library and entry-point subcommands alike: every flag is a field of one of the
+    dataclasses the function is marked with (a few listed parameters apart), with help."""
+    configs = options_of(load(cli.commands()[name]))
+    assert configs, f"calyrex {name}: no @options_from"
+    fields = {"--" + f.name.replace("_", "-"): (c, f) for c in configs for f in flag_fields(c)}
+    flags = set(_flags(cli.subcommand_parser(name))) - {"-h"}
+    assert flags - set(fields) == OWN.get(name, set())
+    assert set(fields) <= flags
+    bare = [flag for flag, (c, f) in fields.items() if len(field_help(c, f)) < 10]
+    assert bare == [], f"calyrex {name}: fields without help"
+
+
+def test_literal_choices_are_shown_and_enforced(capsys):
+    """A field annotated ``Literal[...]`` lists its values in --help and the parser refuses any
+    other (mix --kind, mix --access, ruleworld-corpus --kind, eval/analyze --dtype, …)."""
+    seen = []
+    for name, target in cli.commands().items():
+        parser = cli.subcommand_parser(name)
+        for config in options_of(load(target)):
+            hints = typing.get_type_hints(config if isinstance(config, type) else type(config))
+            for f in flag_fields(config):
+                kind = hints[f.name]
+                if typing.get_origin(kind) is not Literal:
+                    continue
+                flag = "--" + f.name.replace("_", "-")
+                assert list(_flags(parser)[flag].choices) == list(typing.get_args(kind))
+                with pytest.raises(SystemExit) as exit_:
+                    parser.parse_args([flag, "no-such-value"])
+                assert exit_.value.code == 2
+                assert (
+                    f"argument {flag}: invalid choice: 'no-such-value'" in capsys.readouterr().err
+                )
+                seen.append(f"{name} {flag}")
+    assert {"mix --kind", "mix --access", "ruleworld-corpus --kind", "eval --dtype"} <= set(seen)
+
+
+@dataclass
+class HfStyle:
+    """Written for transformers' ``HfArgumentParser``: help in ``metadata``."""
+
+    rank: int = field(default=8, metadata={"help": "The LoRA rank."})
+    mode: Literal["a", "b"] = field(default="a", metadata={"help": "Which mode."})
+    both: str = field(default="x", metadata={"help": "Not shown."})
+    """The docstring, shown."""
+
+
+@options_from(HfStyle)
+def hf_style_command(**options):
+    """A subcommand over an HF-style dataclass."""
+    return HfStyle(**options).rank
+
+
+def test_hf_metadata_help_is_read_and_hf_parses_the_same(monkeypatch):
+    """HF's ``field(metadata={"help": ...})`` is a flag's help where a field has no docstring
+    (the docstring wins where both exist); the same dataclass parses as HfArgumentParser does."""
+    from transformers import HfArgumentParser
+
+    monkeypatch.setitem(cli.COMMANDS, "hf-style", f"{__name__}:hf_style_command")
+    flags = _flags(cli.subcommand_parser("hf-style"))
+    assert flags["--rank"].help == "The LoRA rank. (default: 8)"
+    assert flags["--mode"].help == "Which mode. (default: a)" and flags["--mode"].choices
+    assert flags["--both"].help == "The docstring, shown. (default: x)"
+    argv = ["--rank", "4", "--mode", "b"]
+    (hf,) = HfArgumentParser(HfStyle).parse_args_into_dataclasses(argv)
+    given = vars(cli.subcommand_parser("hf-style").parse_args(argv))
+    del given["_fn"]
+    assert HfStyle(**given) == hf == HfStyle(rank=4, mode="b")
+    assert cli.main(["hf-style", *argv]) == 4
+
+
+def test_split_options_sorts_flags_by_dataclass():
+    from calyrex.eval.bench import EvalConfig
+    from calyrex.eval.command import EvalOptions
+
+    options = {"suite": "ifeval", "data": ["x"], "limit": 3, "seed": 1}
+    assert split_options(options, EvalOptions, EvalConfig) == [
+        {"suite": "ifeval", "data": ["x"]},  # EvalConfig.data is no flag: --data is EvalOptions'
+        {"limit": 3, "seed": 1},
+    ]
+    with pytest.raises(TypeError, match="unexpected option 'nonsense'"):
+        split_options({"nonsense": 1}, EvalOptions, EvalConfig)
+
+
+def test_eval_flags_fill_eval_config(tmp_path, monkeypatch):
+    """calyrex eval reuses the runners' EvalConfig: its flags land there, --data parsed."""
+    from calyrex.eval.bench import EvalConfig
+
+    seen = []
+
+    def evaluate_model(names, out, config, *args):
+        seen.append((names, config))
+        return {"suites": {}}
+
+    monkeypatch.setattr("calyrex.eval.runner.evaluate_model", evaluate_model)
+    argv = ["eval", "--suite", "ifeval", "--responses", "r.jsonl", "--out", str(tmp_path)]
+    assert cli.main([*argv, "--data", "d.jsonl", "--limit", "3", "--shots", "2", "4"]) == 0
+    assert seen == [(["ifeval"], EvalConfig(data={"ifeval": "d.jsonl"}, limit=3, shots=[2, 4]))]
+
+
+def test_study_recipe_flags_override_the_preset(tmp_path, monkeypatch):
+    """calyrex study reuses StudyConfig: a recipe flag sets that field over the chosen preset;
+    the RuleWorld study has no such recipe and refuses one."""
+    from calyrex.research.study import command
+    from calyrex.research.study.config import QUICK
+
+    seen = []
+    monkeypatch.setattr(command, "run_study", lambda cfg, out, *a, **k: seen.append(cfg) or {})
+    argv = ["study", "real", "--quick", "--out", str(tmp_path), "--steps", "3", "--seeds", "4"]
+    assert cli.main(argv) == 0
+    assert seen == [dataclasses.replace(QUICK, steps=3, seeds=(4,))]
+    assert cli.main(["study", "ruleworld", "--quick", "--out", str(tmp_path), "--lr", "1"]) == 2
+
+
+def test_a_field_without_default_is_a_required_flag(capsys):
+    """analyze's --model/--out come from AnalyzeOptions' fields without defaults; they are
+    parameters too, so Python callers keep passing them positionally."""
+    with pytest.raises(SystemExit):
+        cli.subcommand_parser("analyze").parse_args(["--model", "m"])
+    assert "the following arguments are required: --out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # train's --config may supply them: not required there
+        cli.subcommand_parser("train").parse_args(["--nonsense"])
+    assert "required" not in capsys.readouterr().err

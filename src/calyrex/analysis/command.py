@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import torch
 
 from ..backbones.precision import Dtype
 from ..backbones.resolve import resolve_model
+from ..cli.fields import options_from, split_options
 from .data import load_examples
 from .recommend import summary
 from .run import AnalysisConfig, analyze_model
@@ -41,19 +43,27 @@ def write_report(result: dict[str, Any], out: str | Path, title: str = "") -> tu
     return json_path, plot_analysis(result, out / "analysis.png", title)
 
 
-def analyze(
-    model: str,
-    out: str,
-    adapter: str | None = None,
-    data: str | None = None,
-    max_examples: int | None = None,
-    test_fraction: float = 0.25,
-    patch_chunk: int = 8,
-    seed: int = 0,
-    device: str = "auto",
-    dtype: Dtype = "auto",
-    progress: bool = True,
-) -> dict[str, Any]:
+@dataclass
+class AnalyzeOptions:
+    """``calyrex analyze``'s options besides the analysis' own (:class:`AnalysisConfig`)."""
+
+    model: str
+    """A hub id, a model directory or a registered name (smollm2, ruleworld)."""
+    out: str
+    """The directory for analysis.json and analysis.png."""
+    adapter: str | None = None
+    """A trained adapter directory to analyse with the model (any method)."""
+    data: str | None = None
+    """builtin, ruleworld[:SEED], a JSONL file or a datasets source of rule conversations
+    (default: RuleWorld's for its backbone, else builtin)."""
+    device: str = "auto"
+    """auto (CUDA when present), cpu or cuda[:N]."""
+    dtype: Dtype = "auto"
+    """auto (bf16 on a GPU, fp32 on the CPU) or a torch dtype name."""
+
+
+@options_from(AnalyzeOptions, AnalysisConfig)
+def analyze(model: str, out: str, **options: Any) -> dict[str, Any]:
     """Locate where a model keeps its system-prompt rules, layer by layer, and recommend a placement.
 
     MODEL is a hub id, a directory, or "ruleworld" (the packaged RuleWorld backbone); ADAPTER a
@@ -63,35 +73,26 @@ def analyze(
     and OUT/analysis.png.
 
     Args:
-        model: a hub id, a model directory or a registered name (smollm2, ruleworld)
-        out: the directory for analysis.json and analysis.png
-        adapter: a trained adapter directory to analyse with the model (any method)
-        data: builtin, ruleworld[:SEED], a JSONL file or a datasets source of rule conversations
-            (default: RuleWorld's for its backbone, else builtin)
-        max_examples: analyse at most this many conversations (default: all)
-        test_fraction: the share of conversations held out to score the rule probe
-        patch_chunk: layers patched per forward pass (memory against speed)
-        seed: the probe's train/test split
-        device: auto (CUDA when present), cpu or cuda[:N]
-        dtype: auto (bf16 on a GPU, fp32 on the CPU) or a torch dtype name
-        progress: show a progress bar
+        model: :attr:`AnalyzeOptions.model`.
+        out: :attr:`AnalyzeOptions.out`.
+        options: the other :class:`AnalyzeOptions` and :class:`AnalysisConfig` fields.
     """
     from ..adapters.loading import load_model
 
-    model = resolve_model(model)
-    data = data or default_data(model)
+    mine, analysis = split_options(options, AnalyzeOptions, AnalysisConfig)
+    opts, cfg = AnalyzeOptions(model, out, **mine), AnalysisConfig(**analysis)
+    model = resolve_model(opts.model)
+    data = opts.data or default_data(model)
     examples = load_examples(data)
+    device = opts.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     lm, tok = load_model(
-        model, adapter, precision(dtype, device), device, attn_implementation="eager"
-    )
-    cfg = AnalysisConfig(
-        max_examples, test_fraction, patch_chunk=patch_chunk, seed=seed, progress=progress
+        model, opts.adapter, precision(opts.dtype, device), device, attn_implementation="eager"
     )
     result = {
         "model": model,
-        "adapter": adapter,
+        "adapter": opts.adapter,
         "data": data or "builtin",
         **analyze_model(lm, tok, examples, cfg),
     }

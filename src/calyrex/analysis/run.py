@@ -36,12 +36,21 @@ from .stats import RunningStat
 
 @dataclass
 class AnalysisConfig:
-    max_examples: int | None = None  # the first N examples (the built-in set interleaves rules)
-    test_fraction: float = 0.25  # held-out share of each rule for the probe
+    """How the analysis runs (``calyrex analyze`` takes one flag per field)."""
+
+    max_examples: int | None = None
+    """Analyse at most this many conversations, the first ones (the built-in set interleaves
+    its rules); default: all."""
+    test_fraction: float = 0.25
+    """The share of each rule's conversations held out to score the rule probe."""
     probe_l2: float = 1e-2
-    patch_chunk: int = 8  # patched runs per forward pass (memory: chunk × T × D per layer)
+    """The L2 penalty of the rule probe (a linear classifier per layer)."""
+    patch_chunk: int = 8
+    """Layers patched per forward pass (memory against speed: chunk × T × D per layer)."""
     seed: int = 0
+    """The probe's train/test split."""
     progress: bool = True
+    """Show a progress bar."""
 
 
 class Accumulator:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import torch
 
 from ..adapters.methods import accept_system_mask
 from ..span.chat import encode_chat
+from .fields import options_from
 
 
 def reply(model: Any, tok: Any, conversation: list[dict[str, str]], max_new_tokens: int) -> str:
@@ -46,18 +48,25 @@ def session(
         turns += 1
 
 
-def chat(
-    model: str, adapter: str | None = None, system: str | None = None, max_new_tokens: int = 128
-) -> None:
-    """Chat in the terminal with MODEL (+ ADAPTER) under an optional --system prompt; /reset, /quit.
+@dataclass
+class ChatOptions:
+    """``calyrex chat``'s options."""
 
-    Args:
-        model: a hub id, a model directory or a registered name (smollm2, ruleworld)
-        adapter: a trained adapter directory (any method)
-        system: the system prompt of the conversation (kept across /reset)
-        max_new_tokens: the longest reply, in tokens
-    """
+    model: str
+    """A hub id, a model directory or a registered name (smollm2, ruleworld)."""
+    adapter: str | None = None
+    """A trained adapter directory (any method)."""
+    system: str | None = None
+    """The system prompt of the conversation (kept across /reset)."""
+    max_new_tokens: int = 128
+    """The longest reply, in tokens."""
+
+
+@options_from(ChatOptions)
+def chat(**options: Any) -> None:
+    """Chat in the terminal with MODEL (+ ADAPTER) under an optional --system prompt; /reset, /quit."""
     from ..adapters.loading import load_model
 
-    loaded, tok = load_model(model, adapter)
-    session(loaded, tok, system, max_new_tokens, sys.stdin, sys.stdout)
+    opts = ChatOptions(**options)
+    loaded, tok = load_model(opts.model, opts.adapter)
+    session(loaded, tok, opts.system, opts.max_new_tokens, sys.stdin, sys.stdout)

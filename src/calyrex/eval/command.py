@@ -1,10 +1,15 @@
-"""The ``calyrex eval`` and ``calyrex report`` subcommands (their signatures are their flags)."""
+"""The ``calyrex eval`` and ``calyrex report`` subcommands (their flags: the dataclasses below,
+and :class:`~calyrex.eval.bench.EvalConfig`'s fields)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ..backbones.precision import Dtype
+from ..cli.fields import options_from, split_options
+from . import SUITES
 from .bench import EvalConfig
 
 
@@ -22,26 +27,43 @@ def parse_data(data: list[str] | None, suites: list[str]) -> dict[str, str]:
     return out
 
 
-def eval_command(
-    suite: str = "paper",
-    out: str = "eval_out",
-    model: str | None = None,
-    adapter: str | None = None,
-    responses: str | None = None,
-    data: list[str] | None = None,
-    judge: str | None = None,
-    judge_model: str | None = None,
-    system_prompt: str | None = None,
-    limit: int | None = None,
-    max_new_tokens: int = 1024,
-    batch_size: int = 8,
-    dtype: Dtype = "auto",
-    device: str | None = None,
-    label: str | None = None,
-    seed: int = 0,
-    cases: str | None = None,
-    shots: list[int] | None = None,
-) -> int:
+@dataclass
+class EvalOptions:
+    """``calyrex eval``'s options besides the runners' own (:class:`EvalConfig`)."""
+
+    suite: str = field(
+        default="paper",
+        metadata={
+            "help": "paper (every benchmark of the paper calyrex runs), or suite names "
+            f"separated by commas: {', '.join(SUITES)}."
+        },
+    )
+    out: str = "eval_out"
+    """Where each suite's OUT/NAME.json, replies and summary go."""
+    model: str | None = None
+    """Base model: a name calyrex knows (smollm2, ruleworld), a local directory or a hub id."""
+    adapter: str | None = None
+    """A saved adapter (calyrex, LoRA or ParallelMLP) loaded onto --model."""
+    responses: str | None = None
+    """Score these replies (JSONL) instead of generating; one suite."""
+    data: list[str] | None = None
+    """NAME=PATH per suite whose data is not the default (a bare PATH for one suite)."""
+    judge: str | None = None
+    """An OpenAI-compatible endpoint (http://HOST/v1) for the judged suites."""
+    judge_model: str | None = None
+    """The judge's model name, or hf:MODEL for a local judge."""
+    dtype: Dtype = "auto"
+    """auto (bf16 where this machine runs it fast, else fp32) or a torch dtype name."""
+    device: str | None = None
+    """cpu or cuda[:N]; default: cuda when there is one."""
+    label: str | None = None
+    """The run's name in reports (default: the model and adapter)."""
+    cases: str | None = None
+    """Your own test cases (JSONL) instead of the suites (calyrex.eval.cases)."""
+
+
+@options_from(EvalOptions, EvalConfig)
+def eval_command(**options: Any) -> int:
     """Evaluate a model (or score --responses FILE.jsonl) on benchmarks; writes OUT/NAME.json.
 
     --suite paper|NAME,...  --data NAME=PATH ...  --judge http://HOST/v1 --judge-model M | hf:MODEL.
@@ -50,83 +72,56 @@ def eval_command(
     --shots 4 16 64: the shot counts of msj_hijack (default 4 16 64).
 
     Args:
-        suite: paper (every benchmark of the paper calyrex runs), or suite names separated by
-            commas: {suites}.
-        out: Where each suite's OUT/NAME.json, replies and summary go.
-        model: Base model: a name calyrex knows (smollm2, ruleworld), a local directory or a
-            hub id.
-        adapter: A saved adapter (calyrex, LoRA or ParallelMLP) loaded onto --model.
-        responses: Score these replies (JSONL) instead of generating; one suite.
-        data: NAME=PATH per suite whose data is not the default (a bare PATH for one suite).
-        judge: An OpenAI-compatible endpoint (http://HOST/v1) for the judged suites.
-        judge_model: The judge's model name, or hf:MODEL for a local judge.
-        system_prompt: The system prompt the lm-eval capability tasks run under.
-        limit: At most this many items per suite.
-        max_new_tokens: The longest greedy reply (a suite reads less where its verdict does).
-        batch_size: Prompts per batch (the attack suites: a budget of batch_size × 256 padded
-            tokens).
-        dtype: {dtypes} (auto: bf16 where this machine runs it fast, else fp32).
-        device: cpu or cuda[:N]; default: cuda when there is one.
-        label: The run's name in reports (default: the model and adapter).
-        seed: Seed of the sampled parts of a suite (IFEval's loose variants, data order).
-        cases: Your own test cases (JSONL) instead of the suites (calyrex.eval.cases).
-        shots: msj_hijack's shot counts.
+        options: :class:`EvalOptions` and :class:`EvalConfig` fields, one flag each.
     """
-    if cases:
+    mine, shared = split_options(options, EvalOptions, EvalConfig)
+    opts, config = EvalOptions(**mine), EvalConfig(**shared)
+    model = opts.model
+    if opts.cases:
         from .cases import cases_command
 
-        if responses:
+        if opts.responses:
             raise ValueError("--cases generates replies: give --model, not --responses")
-        return cases_command(cases, out, model, adapter, max_new_tokens, batch_size, dtype, device)
+        return cases_command(
+            opts.cases, opts.out, model, opts.adapter, config.max_new_tokens, config.batch_size,
+            opts.dtype, opts.device,
+        )  # fmt: skip
     from .runner import evaluate_model, resolve_suites
 
-    names = resolve_suites(suite)
-    if responses and len(names) != 1:
+    names = resolve_suites(opts.suite)
+    if opts.responses and len(names) != 1:
         raise ValueError("--responses scores one benchmark: give a single --suite NAME")
-    if not responses and not model:
+    if not opts.responses and not model:
         raise ValueError("give --model (to generate) or --responses FILE.jsonl (to score)")
     if model:
         from ..backbones.resolve import resolve_model
 
         resolve_model(model)  # a bad name fails here, before any benchmark starts
-    config = EvalConfig(
-        data=parse_data(data, names),
-        limit=limit,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        system_prompt=system_prompt,
-        seed=seed,
-        shots=shots,
-    )
+    config = replace(config, data=parse_data(opts.data, names))
     summary = evaluate_model(
-        names, out, config, model, adapter, responses, judge, judge_model, dtype, device, label
-    )
+        names, opts.out, config, model, opts.adapter, opts.responses, opts.judge,
+        opts.judge_model, opts.dtype, opts.device, opts.label,
+    )  # fmt: skip
     return int(any(s["status"] != "ok" for s in summary["suites"].values()))
 
 
-def report_command(runs: list[str], baseline: str | None = None, out: str = "eval_report") -> None:
-    """Compare runs side by side: a markdown table (rows benchmarks, columns runs, deltas vs
-    --baseline) and plots, written to OUT/report.md and OUT/*.png.
+@dataclass
+class ReportOptions:
+    """``calyrex report``'s options."""
 
-    Args:
-        runs: eval output directories (each with results.json), one column each
-        baseline: the run every other run's delta is taken against (default: the first)
-        out: the directory for report.md and the plots
-    """
+    runs: list[str]
+    """Eval output directories (each with results.json), one column each."""
+    baseline: str | None = None
+    """The run every other run's delta is taken against (default: the first)."""
+    out: str = "eval_report"
+    """The directory for report.md and the plots."""
+
+
+@options_from(ReportOptions)
+def report_command(**options: Any) -> None:
+    """Compare runs side by side: a markdown table (rows benchmarks, columns runs, deltas vs
+    --baseline) and plots, written to OUT/report.md and OUT/*.png."""
     from .report import report
 
-    print(report([Path(r) for r in runs], Path(out), baseline))
-
-
-def _help() -> None:
-    """The suite and dtype lists in ``eval_command``'s help, from their one definition."""
-    from ..backbones.precision import PRECISIONS
-    from . import SUITES
-
-    doc = eval_command.__doc__ or ""
-    eval_command.__doc__ = doc.replace("{suites}", ", ".join(SUITES)).replace(
-        "{dtypes}", " | ".join(PRECISIONS)
-    )
-
-
-_help()
+    opts = ReportOptions(**options)
+    print(report([Path(r) for r in opts.runs], Path(opts.out), opts.baseline))

@@ -14,12 +14,14 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from safetensors.torch import save_file
 
 from ..backbones.resolve import resolve_model
+from ..cli.fields import options_from
 from ..core.adapter_io import AdapterError, check_base, read_config, read_weights, resolve_dir
 from ..core.config import CalyrexConfig
 from ..core.version import __version__
@@ -125,16 +127,25 @@ def export_vllm(model: str, adapter: str, out: str) -> Path:
     return target
 
 
-def export_vllm_command(model: str, adapter: str, out: str) -> None:
+@dataclass
+class ExportOptions:
+    """``calyrex export-vllm``'s options."""
+
+    model: str
+    """The base model: a hub id, a model directory or a registered name."""
+    adapter: str
+    """The trained CALYREX adapter directory to serve with it."""
+    out: str
+    """The directory vLLM is pointed at (--model OUT)."""
+
+
+@options_from(ExportOptions)
+def export_vllm_command(**options: Any) -> None:
     """Write a directory vLLM serves: base weights, tokenizer, CALYREX adapter, calyrex config.
 
     Then: python -m vllm.entrypoints.openai.api_server --model OUT --tokenizer-mode calyrex
-
-    Args:
-        model: the base model: a hub id, a model directory or a registered name
-        adapter: the trained CALYREX adapter directory to serve with it
-        out: the directory vLLM is pointed at (--model OUT)
     """
-    path = export_vllm(model, adapter, out)
+    opts = ExportOptions(**options)
+    path = export_vllm(opts.model, opts.adapter, opts.out)
     print(f"wrote {path}; serve it with:")
     print(f"  python -m vllm.entrypoints.openai.api_server --model {path} --tokenizer-mode calyrex")
