@@ -139,7 +139,10 @@ GROUPED = [  # (group, conversation): a defence's attack and right code; nested 
     ("shots", [CONVERSATIONS[0][0], {"role": "user", "content": "User: a\nUser: go"}]),
     ("shots", [CONVERSATIONS[0][0], {"role": "user", "content": "User: a\nUser: b\nUser: c"}]),
     ("span", [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]),
-    ("span", [{"role": "system", "content": "Be brief, always."}, {"role": "user", "content": "Hi"}]),
+    (
+        "span",
+        [{"role": "system", "content": "Be brief, always."}, {"role": "user", "content": "Hi"}],
+    ),
     (None, CONVERSATIONS[2]),
 ]
 
