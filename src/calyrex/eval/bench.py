@@ -107,12 +107,7 @@ class Benchmark:
             ctx.reader = Reader(ctx.generator)
         for chunk in batches(items, 4 * ctx.config.batch_size):  # rows saved as they come
             asks = [
-                Ask(
-                    self.conversation(it, ctx),
-                    self.targets(it),
-                    self.new_tokens(it, ctx),
-                    self.unit(it),
-                )
+                Ask(self.conversation(it, ctx), self.targets(it), self.new_tokens(it, ctx))
                 for it in chunk
             ]
             for item, out in zip(chunk, ctx.reader.read(asks), strict=True):

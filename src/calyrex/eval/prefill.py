@@ -16,12 +16,6 @@ once (``use_cache=True``) and both branch off its cache:
 Prompts are sorted by reply and prompt length and batched by a budget of padded tokens (left
 padding, explicit ``position_ids``, so a padded row computes what it computes alone); a prompt
 longer than the context window is a :class:`Skip`.
-
-Prompts of one ``group`` (a Tensor Trust defence's attack and right code, a many-shot sample's
-k = 4 and k = 16 prompts, whose 16 shots begin with the 4) share their common token prefix: it
-is prefilled once per group, its cache repeated for the group's rows, and each row's remaining
-tokens run after it (padding between the two parts is masked; positions count real tokens only,
-so a row computes what it computes alone — tested against the one-call path).
 A target's tokens are the chat template's own for that reply (``encode_one`` of the conversation
 with the assistant turn, the prompt cut off, the end of turn dropped: the verdicts read how a reply
 *opens*, and a model that says "Access Granted." with a period grants as much as one that stops).
@@ -30,7 +24,7 @@ with the assistant turn, the prompt cut off, the end of turn dropped: the verdic
 from __future__ import annotations
 
 import copy
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +48,6 @@ class Ask:
     conversation: Sequence[Message]
     targets: dict[str, str] = field(default_factory=dict)
     max_new_tokens: int = 0
-    group: Hashable | None = None  # prompts of one group share their common prefix's prefill
 
 
 @dataclass
@@ -91,21 +84,18 @@ class Reader:
             targets.append(
                 {k: target_ids(self.tok, ask.conversation, t) for k, t in ask.targets.items()}
             )
-        new = [ask.max_new_tokens for ask in asks]
-        return self.read_encoded(encs, targets, new, [ask.group for ask in asks])
+        return self.read_encoded(encs, targets, [ask.max_new_tokens for ask in asks])
 
     def read_encoded(
         self,
         encs: Sequence[dict[str, list[int]]],
         targets: Sequence[dict[str, list[int]]],
         new: Sequence[int],
-        groups: Sequence[Hashable | None] | None = None,
     ) -> list[Answer | Skip]:
         """:meth:`read` on prompts already encoded (``input_ids``, ``system_mask``) and targets
-        already tokenised (name → ids); ``new``: each prompt's greedy reply length; ``groups``:
-        each prompt's group (None: a group of its own), whose common prefix is prefilled once."""
+        already tokenised (name → ids); ``new``: each prompt's greedy reply length."""
         out: list[Answer | Skip] = [Skip("not run")] * len(encs)
-        members: dict[Hashable, list[int]] = {}
+        rows = []
         for i, (enc, tgt) in enumerate(zip(encs, targets, strict=True)):
             longest = max([new[i], *(len(t) for t in tgt.values())], default=0)
             if len(enc["input_ids"]) + longest > self.gen.window:
@@ -114,43 +104,33 @@ class Reader:
                     f"model's context window of {self.gen.window}"
                 )
             else:
-                key = ("row", i) if groups is None or groups[i] is None else ("group", groups[i])
-                members.setdefault(key, []).append(i)
-        # similar reply and prompt lengths together: little decoding and padding
-        units = sorted(
-            (max(new[i] for i in m), max(len(encs[i]["input_ids"]) for i in m), m)
-            for m in members.values()
-        )
-        for chunk in self._batches(units):
-            rows = [i for unit in chunk for i in unit]
-            owner = [g for g, unit in enumerate(chunk) for _ in unit]  # row → its group
+                rows.append((new[i], len(enc["input_ids"]), i))
+        rows.sort()  # similar reply and prompt lengths together: little decoding and padding
+        for chunk in self._batches(rows):
             answers = self._batch(
-                [encs[i] for i in rows],
-                [targets[i] for i in rows],
-                [new[i] for i in rows],
-                owner,
+                [encs[i] for i in chunk], [targets[i] for i in chunk], [new[i] for i in chunk]
             )
-            for i, answer in zip(rows, answers, strict=True):
+            for i, answer in zip(chunk, answers, strict=True):
                 out[i] = answer
         return out
 
-    def _batches(self, units: list[tuple[int, int, list[int]]]) -> list[list[list[int]]]:
-        """Sorted (reply length, prompt length, rows) groups cut into batches of at most
+    def _batches(self, rows: list[tuple[int, int, int]]) -> list[list[int]]:
+        """Sorted (reply length, prompt length, index) rows cut into batches of at most
         ``batch_size`` × :data:`ROW_TOKENS` padded prompt tokens and ``MAX_ROWS_FACTOR`` ×
         ``batch_size`` rows: short prompts share a batch (fewer decode steps), long ones do not
-        pad each other out (the prefill is most of the cost on a CPU). A group is never split."""
+        pad each other out (the prefill is most of the cost on a CPU)."""
         budget = self.gen.batch_size * ROW_TOKENS
         most = MAX_ROWS_FACTOR * self.gen.batch_size
-        out: list[list[list[int]]] = []
-        chunk: list[list[int]] = []
-        rows = width = 0
-        for _, n, unit in units:
+        out: list[list[int]] = []
+        chunk: list[int] = []
+        width = 0
+        for _, n, i in rows:
             wider = max(width, n)
-            if chunk and (rows + len(unit) > most or wider * (rows + len(unit)) > budget):
+            if chunk and (len(chunk) >= most or wider * (len(chunk) + 1) > budget):
                 out.append(chunk)
-                chunk, rows, wider = [], 0, n
-            chunk.append(unit)
-            rows, width = rows + len(unit), wider
+                chunk, wider = [], n
+            chunk.append(i)
+            width = wider
         return [*out, chunk] if chunk else out
 
     @property
@@ -163,11 +143,22 @@ class Reader:
         encs: list[dict[str, list[int]]],
         targets: list[dict[str, list[int]]],
         new: list[int],
-        owner: list[int],
     ) -> list[Answer]:
-        """One batch; ``owner``: each row's group (rows of a group adjacent)."""
-        cache, last, mask = self._prefill(encs, owner)
+        width = max(len(e["input_ids"]) for e in encs)
+        pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else min(self.ends)
+        ids = torch.full((len(encs), width), pad, dtype=torch.long)  # (B, T) left-padded
+        mask = torch.zeros_like(ids)
+        span = torch.zeros_like(ids, dtype=torch.bool)
+        for b, e in enumerate(encs):
+            n = len(e["input_ids"])
+            ids[b, width - n :] = torch.tensor(e["input_ids"])
+            mask[b, width - n :] = 1
+            span[b, width - n :] = torch.tensor(e["system_mask"], dtype=torch.bool)
+        ids, mask, span = ids.to(self.device), mask.to(self.device), span.to(self.device)
+        out = self._forward(ids, mask, span, None)  # the prompt, once
+        cache, last = hf.output_cache(out), out.logits[:, -1].float()  # (B, V)
         self.stats["prompts"] += len(encs)
+        self.stats["prompt_tokens"] += int(mask.sum())
         answers = [Answer(None, {}, {}) for _ in encs]
         for name in sorted({k for t in targets for k in t}):
             rows = [b for b, t in enumerate(targets) if name in t]
@@ -180,46 +171,6 @@ class Reader:
             for b, text in enumerate(self._greedy(cache, last, mask, new)):
                 answers[b].reply = text if new[b] else None
         return answers
-
-    def _prefill(
-        self, encs: list[dict[str, list[int]]], owner: list[int]
-    ) -> tuple[Any, torch.Tensor, torch.Tensor]:
-        """The prompts' cache, last logits (B, V) and attention mask (B, T'): in one call, or,
-        where rows share a group, its common prefix once and then each row's rest."""
-        cut = _shared_prefix(encs, owner)
-        if cut is None:
-            ids, mask, span = self._padded(encs)
-            out = self._forward(ids, mask, span, None)  # the prompt, once
-            self.stats["prompt_tokens"] += int(mask.sum())
-            return hf.output_cache(out), out.logits[:, -1].float(), mask
-        firsts = [owner.index(g) for g in range(owner[-1] + 1)]  # a row of each group
-        heads = [{k: v[: cut[b]] for k, v in encs[b].items()} for b in firsts]
-        ids, head_mask, span = self._padded(heads)
-        cache = hf.output_cache(self._forward(ids, head_mask, span, None))  # (G, P) once
-        index = torch.tensor(owner, device=self.device)
-        cache, head_mask = batch_select_indices(cache, index), head_mask[index]  # (B, P)
-        tails = [{k: v[cut[b] :] for k, v in e.items()} for b, e in enumerate(encs)]
-        ids, tail_mask, span = self._padded(tails)
-        mask = torch.cat([head_mask, tail_mask], 1)  # (B, P + S): padding between the parts
-        out = self._forward(ids, mask, span, cache)
-        self.stats["prompt_tokens"] += int(head_mask[firsts].sum() + tail_mask.sum())
-        return hf.output_cache(out), out.logits[:, -1].float(), mask
-
-    def _padded(
-        self, encs: list[dict[str, list[int]]]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Left-padded ids, attention mask and span, each (B, T) for the longest T."""
-        width = max(len(e["input_ids"]) for e in encs)
-        pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else min(self.ends)
-        ids = torch.full((len(encs), width), pad, dtype=torch.long)  # (B, T) left-padded
-        mask = torch.zeros_like(ids)
-        span = torch.zeros_like(ids, dtype=torch.bool)
-        for b, e in enumerate(encs):
-            n = len(e["input_ids"])
-            ids[b, width - n :] = torch.tensor(e["input_ids"])
-            mask[b, width - n :] = 1
-            span[b, width - n :] = torch.tensor(e["system_mask"], dtype=torch.bool)
-        return ids.to(self.device), mask.to(self.device), span.to(self.device)
 
     def _forward(
         self, ids: torch.Tensor, mask: torch.Tensor, span: torch.Tensor, cache: Any
@@ -291,29 +242,3 @@ class Reader:
             cache, logits = hf.output_cache(out), out.logits[:, -1].float()
         self.stats["new_tokens"] += sum(len(r) for r in rows)
         return [self.tok.decode(r, skip_special_tokens=True) for r in rows]
-
-
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def _shared_prefix(encs: list[dict[str, list[int]]], owner: list[int]) -> list[int] | None:
-    """Per row, how many of its first tokens its group shares (every row keeps at least one
-    token after it, so its last logits come from its own call); None when no group shares any
-    (or a row would have an empty prefix): one call is then cheaper."""
-    cut = [0] * len(encs)
-    for g in set(owner):
-        rows = [b for b, o in enumerate(owner) if o == g]
-        ids = [encs[b]["input_ids"] for b in rows]
-        n = min(_common(ids[0], x) for x in ids) if len(rows) > 1 else len(ids[0]) - 1
-        n = min(n, min(len(x) for x in ids) - 1)
-        for b in rows:
-            cut[b] = n
-    if min(cut) < 1 or all(owner.count(o) == 1 for o in owner):
-        return None
-    return cut
