@@ -51,7 +51,7 @@ def run_line(entry: dict, name: str) -> str:
     used = f" ({cpu / 60:.1f} CPU-min)" if cpu else ""
     return (
         f"**`{entry['command']}`** — {entry['seconds'] / 60:.1f} min wall{used}, "
-        f"{entry['cpus']} CPU threads{busy} (`docs/ruleworld/{name}`)."
+        f"{entry['cpus']} CPU thread{'s' * (entry['cpus'] != 1)}{busy} (`docs/ruleworld/{name}`)."
     )
 
 
