@@ -1,6 +1,6 @@
 """One span rule on every path (issue 26): ``encode_chat``, the input_ids-only fallback
 (``detect_system_mask`` on ``encode_chat``'s ids) and vLLM's renderer rule
-(:func:`calyrex.vllm.span.chat_prompt`, then :func:`~calyrex.vllm.span.prompt_bounds` as the model
+(:func:`calyrex.vllm.span.chat_request`, then :func:`~calyrex.vllm.span.prompt_bounds` as the model
 runner reads it; no vLLM needed) mark exactly the same tokens, and never a user token.
 
 Tokenizers: every template the README lists (``tests/fixtures/templates``: Qwen2.5, Qwen3, Llama
@@ -26,7 +26,7 @@ from calyrex.backbones.tiny import CHATML_SPECIALS, byte_level_tokenizer, tiny_t
 from calyrex.span.chat import tokenise
 from calyrex.span.markers import SpanMarkers, span_markers_reason
 from calyrex.span.render import render, template_today
-from calyrex.vllm.span import chat_prompt, prompt_bounds
+from calyrex.vllm.span import chat_request, prompt_bounds
 from test_templates import FAMILIES, FIXTURES, MISTRAL, TOOL, tokenizer_for
 
 GEMMA = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"]
@@ -156,7 +156,8 @@ def _check(name: str, conv, tools) -> None:
         return  # nothing from ids (CalyrexModel warns), export-vllm refuses the template
     fallback = calyrex.detect_system_mask(enc["input_ids"], enc["attention_mask"], markers)[0]
     assert torch.equal(fallback, truth), (tok.decode(ids[fallback]), tok.decode(ids[truth]))
-    _, served = chat_prompt(tok, conv, markers, tools=tools)  # raises if vLLM would differ
+    _, span = chat_request(tok, conv, markers, tools=tools)  # raises if vLLM would differ
+    served = list(span.ids)
     assert served == ids.tolist()
     start, end = prompt_bounds(markers, served)
     assert [start <= i < end for i in range(len(served))] == truth.tolist()
@@ -213,11 +214,11 @@ def test_the_vllm_rule_refuses_a_prompt_it_would_read_otherwise():
             assert not calyrex.detect_system_mask(enc["input_ids"], None, markers).any()
             if other == "2025-01-09":  # today's default: no span on any path
                 assert enc["system_mask"].sum() == 0
-                assert chat_prompt(tok, conv, markers)[1] == enc["input_ids"][0].tolist()
+                assert list(chat_request(tok, conv, markers)[1].ids) == enc["input_ids"][0].tolist()
                 continue
             assert enc["system_mask"].sum() > 0
             with pytest.raises(ValueError, match="cannot serve this system prompt"):
-                chat_prompt(tok, conv, markers)
+                chat_request(tok, conv, markers)
 
 
 def test_padding_and_batches_do_not_move_the_span():
@@ -237,12 +238,13 @@ def test_the_renderer_applies_the_span_policy():
     tok, markers, _ = _tokenizer("chatml")
     developer = [{"role": "developer", "content": "x"}, {"role": "user", "content": "hi"}]
     with pytest.raises(ValueError, match="role 'developer'"):
-        chat_prompt(tok, developer, markers)
+        chat_request(tok, developer, markers)
     later = [{"role": "user", "content": "hi"}, {"role": "system", "content": "x"}]
     with pytest.raises(ValueError, match="after the first message"):
-        chat_prompt(tok, later, markers)
+        chat_request(tok, later, markers)
     parts = [{"role": "system", "content": [{"type": "text", "text": "Be brief."}]}]
-    conv, ids = chat_prompt(tok, [*parts, {"role": "user", "content": "hi"}], markers)
+    conv, span = chat_request(tok, [*parts, {"role": "user", "content": "hi"}], markers)
+    ids = list(span.ids)
     assert conv[0] == {"role": "system", "content": "Be brief."}
     assert (
         ids == calyrex.encode_chat(tok, [conv], add_generation_prompt=True)["input_ids"][0].tolist()

@@ -28,12 +28,6 @@ from .span import CHAT_SPAN, exported_markers, request_bounds, span_salt, with_s
 _PATCHED = "_calyrex_patched"
 
 
-def _markers(model_config: Any) -> SpanMarkers | None | bool:
-    """The exported markers, or False for a model that is not a calyrex export."""
-    settings = getattr(model_config.hf_config, "calyrex", None)
-    return exported_markers(settings) if isinstance(settings, dict) else False
-
-
 def carry_span(request: Any, prompt: Any, markers: SpanMarkers | None) -> Any:
     """``request`` (an ``EngineCoreRequest`` built from ``prompt``) with its span fixed and
     carried: salted, and in its sampling params' ``extra_args``."""
@@ -60,7 +54,7 @@ def patch(processor_cls: Any) -> None:
     def process_inputs(self: Any, request_id: str, prompt: Any, *args: Any, **kwargs: Any) -> Any:
         request = original(self, request_id, prompt, *args, **kwargs)
         if not hasattr(self, "_calyrex_markers"):
-            self._calyrex_markers = _markers(self.model_config)
+            self._calyrex_markers = exported_markers(self.model_config.hf_config)
         if self._calyrex_markers is False:
             return request
         return carry_span(request, prompt, self._calyrex_markers)

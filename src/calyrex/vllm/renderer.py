@@ -23,7 +23,6 @@ from typing import Any
 from vllm.renderers.hf import HfRenderer
 from vllm.renderers.inputs.preprocess import parse_dec_only_prompt
 
-from ..span.markers import SpanMarkers
 from .span import CHAT_SPAN, chat_request, exported_markers
 
 
@@ -37,11 +36,6 @@ def _with_span(prompt: Any, engine_input: Any) -> Any:
 class CalyrexRenderer(HfRenderer):
     """An :class:`HfRenderer` whose chat prompts are ``encode_chat``'s ids and span."""
 
-    def _span_markers(self) -> SpanMarkers | None:
-        """The exported span markers (None: not a calyrex export)."""
-        settings = getattr(self.model_config.hf_config, "calyrex", None)
-        return exported_markers(settings) if isinstance(settings, dict) else None
-
     def render_messages(self, messages: list[Any], params: Any) -> tuple[list[Any], Any]:
         kwargs = params.get_apply_chat_template_kwargs()
         if kwargs.get("chat_template"):
@@ -52,7 +46,8 @@ class CalyrexRenderer(HfRenderer):
         if kwargs.get("continue_final_message"):
             raise ValueError("continue_final_message is not supported by the calyrex renderer")
         if not hasattr(self, "_calyrex_markers"):
-            self._calyrex_markers = self._span_markers()
+            markers = exported_markers(self.model_config.hf_config)
+            self._calyrex_markers = None if markers is False else markers  # None: no check
         conv, span = chat_request(
             self.get_tokenizer(),
             messages,

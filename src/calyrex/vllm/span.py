@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -57,8 +57,12 @@ class ChatSpan:
             raise ValueError(f"span {self.bounds} is not inside a prompt of {len(self.ids)} ids")
 
 
-def exported_markers(settings: dict[str, Any]) -> SpanMarkers | None:
-    """The span markers a ``calyrex export-vllm`` config's ``calyrex`` entry carries, or None."""
+def exported_markers(hf_config: Any) -> SpanMarkers | None | Literal[False]:
+    """The span markers a ``calyrex export-vllm`` config's ``calyrex`` entry carries (None: the
+    entry has none), or False for a model that is not a calyrex export."""
+    settings = getattr(hf_config, "calyrex", None)
+    if not isinstance(settings, dict):
+        return False
     data = settings.get("span_markers")
     return SpanMarkers.from_dict(data) if data else None
 
@@ -117,18 +121,6 @@ def chat_request(
             "would be served another span; rephrase the system prompt"
         )
     return conv, span
-
-
-def chat_prompt(
-    tokenizer: Any,
-    messages: Sequence[dict[str, Any]],
-    markers: SpanMarkers | None,
-    tools: Sequence[dict] | None = None,
-) -> tuple[list[dict[str, str]], list[int]]:
-    """(conversation, prompt ids) the calyrex renderer serves for ``messages`` under the default
-    policy: :func:`chat_request`'s, without the span."""
-    conv, span = chat_request(tokenizer, messages, markers, tools=tools)
-    return conv, list(span.ids)
 
 
 def request_bounds(
