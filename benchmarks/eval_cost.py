@@ -3,8 +3,9 @@
     python benchmarks/eval_cost.py results/study-real-smollm2-v2/eval/base [--budget 30]
 
 Reads the records ``calyrex eval`` (and ``calyrex study real``'s eval stage) wrote in one run's
-folder (``SUITE/NAME.json``: ``seconds`` and, for the suites read with one prefill per prompt,
-``tokens``: prompts, prompt tokens, scored target tokens, generated tokens) and prints one row per
+folder (``SUITE/NAME.json``: ``seconds`` and ``tokens``, what the model computed:
+prompts, real and padded prompt tokens, teacher-forced target tokens, generated tokens —
+:data:`calyrex.eval.generate.COST_KEYS`; records written before a path counted show "–") and prints one row per
 suite and the total against a budget in minutes (issue 37: one model in 30 minutes on the 2-core
 CPU). The machine's load average is printed with it: the timings are wall time, so a loaded
 machine makes them longer, and a figure is only as good as the load it was taken under.
@@ -17,6 +18,15 @@ import json
 import os
 from pathlib import Path
 
+# (record key, header, width)
+COLUMNS = (
+    ("prompts", "prompts", 8),
+    ("prompt_tokens", "prompt tok", 11),
+    ("padded_tokens", "padded tok", 11),
+    ("target_tokens", "target tok", 11),
+    ("new_tokens", "new tok", 8),
+)
+
 
 def rows(run_dir: Path) -> list[dict]:
     out = []
@@ -25,15 +35,8 @@ def rows(run_dir: Path) -> list[dict]:
         if record_file.name in ("run.json", "summary.json") or "suite" not in record:
             continue
         tokens = record.get("tokens") or {}
-        out.append(
-            {
-                "suite": record_file.parent.name,
-                "seconds": record.get("seconds"),
-                "prompts": tokens.get("prompts"),
-                "prompt_tokens": tokens.get("prompt_tokens"),
-                "new_tokens": tokens.get("new_tokens"),
-            }
-        )
+        row = {"suite": record_file.parent.name, "seconds": record.get("seconds")}
+        out.append(row | {key: tokens.get(key) for key, _, _ in COLUMNS})
     return out
 
 
@@ -43,18 +46,14 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=30.0, help="minutes")
     args = parser.parse_args()
     table = rows(args.run_dir)
-    print(
-        f"{'suite':<22} {'seconds':>8} {'prompts':>8} {'prompt tok':>11} {'new tok':>8} {'tok/s':>7}"
-    )
+    print(f"{'suite':<22} {'seconds':>8} " + " ".join(f"{h:>{w}}" for _, h, w in COLUMNS), end="")
+    print(f" {'tok/s':>7}")
     total = 0.0
     for r in table:
         s = r["seconds"]
         total += s or 0.0
         rate = f"{r['prompt_tokens'] / s:7.0f}" if s and r["prompt_tokens"] else "      –"
-        cells = [
-            f"{r[k]:>{w}}" if r[k] is not None else f"{'–':>{w}}"
-            for k, w in (("prompts", 8), ("prompt_tokens", 11), ("new_tokens", 8))
-        ]
+        cells = [f"{r[k]:>{w}}" if r[k] is not None else f"{'–':>{w}}" for k, _, w in COLUMNS]
         print(f"{r['suite']:<22} {s if s is not None else '–':>8} {' '.join(cells)} {rate}")
     print(
         f"total {total / 60:.1f} min of a {args.budget:.0f}-minute budget "

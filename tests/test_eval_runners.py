@@ -105,6 +105,8 @@ def test_end_to_end_on_a_tiny_model(saved, tmp_path, suite, data):
         for line in (tmp_path / f"{suite}.responses.jsonl").read_text().splitlines()
     ]
     assert len(rows) == record["n_items"] and all(isinstance(r["response"], str) for r in rows)
+    cost = record["tokens"]  # what the suite computed, generated or read with one prefill
+    assert cost["prompts"] >= 1 and cost["padded_tokens"] >= cost["prompt_tokens"] > 0
     # the responses file is the --responses format: scoring it alone gives the same metrics
     again = score(suite, tmp_path / f"{suite}.responses.jsonl", data, tmp_path / "rescore")
     assert again["metrics"] == record["metrics"]

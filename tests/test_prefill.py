@@ -107,6 +107,8 @@ def test_lm_eval_log_likelihoods_equal_hflms_with_each_context_run_once(kind):
         for c in choices:
             requests.append(((ctx, c), ids, tok(c, add_special_tokens=False)["input_ids"]))
     ours = lm._loglikelihood_tokens(requests)
+    assert lm.stats["prompts"] == 2  # each context once
+    assert lm.stats["target_tokens"] == sum(len(r[2]) for r in requests)
     theirs = HFLM._loglikelihood_tokens(lm, requests)
     assert [g for _, g in ours] == [g for _, g in theirs]
     assert [v for v, _ in ours] == pytest.approx([v for v, _ in theirs], abs=1e-4)
@@ -130,3 +132,42 @@ def test_each_prompt_gets_its_own_reply_length_in_one_batch(kind):
         )
     longer = Generator(model, tok, 6, batch_size=1).chat([CONVERSATIONS[0]])[0]
     assert answers[0].reply != longer  # not vacuous: the first prompt says more given 6 tokens
+
+
+def test_the_cost_counter_counts_prompts_padding_and_reply_tokens_up_to_the_end():
+    """What ``calyrex eval`` records per suite (benchmarks/eval_cost.py): a reply counts its
+    tokens before its first end of turn; padding counts apart from real prompt tokens."""
+    tok = tiny_tokenizer("chatml")
+    gen = Generator(tiny_model("qwen2"), tok, 4, 2)
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    mask = torch.tensor([[0, 1, 1], [1, 1, 1]])  # (B, T): one pad
+    new = torch.tensor([[5, end, 7, 8], [5, 6, 7, 8]])  # (B, N): row 0 ends after one token
+    gen._count(mask, new)
+    assert gen.stats == {
+        "prompts": 2,
+        "prompt_tokens": 5,
+        "padded_tokens": 6,
+        "target_tokens": 0,
+        "new_tokens": 5,
+    }
+
+
+@pytest.mark.parametrize("kind", ["base", "calyrex"])
+def test_generate_and_the_reader_count_the_same_work(kind):
+    tok = tiny_tokenizer("chatml")
+    model = _model(kind).eval()
+    lengths = [
+        len(encode_one(tok, c, add_generation_prompt=True)["input_ids"]) for c in CONVERSATIONS
+    ]
+    gen = Generator(model, tok, max_new_tokens=6, batch_size=3)
+    reader = Reader(Generator(model, tok, max_new_tokens=6, batch_size=3))
+    assert gen.chat(CONVERSATIONS) == [
+        a.reply for a in reader.read([Ask(c, TARGETS, 6) for c in CONVERSATIONS])
+    ]
+    assert gen.stats["prompts"] == reader.stats["prompts"] == 3
+    assert gen.stats["prompt_tokens"] == reader.stats["prompt_tokens"] == sum(lengths)
+    assert gen.stats["padded_tokens"] == 3 * max(lengths)
+    assert gen.stats["new_tokens"] == reader.stats["new_tokens"] > 0
+    assert reader.stats["target_tokens"] == sum(
+        len(target_ids(tok, c, t)) for c in CONVERSATIONS for t in TARGETS.values()
+    )

@@ -20,6 +20,15 @@ from ..adapters.methods import accept_system_mask
 from ..span.chat import encode_chat, encode_one, pad_batch
 
 Message = dict[str, Any]
+# what a model's evaluation computed (``calyrex eval`` records it per suite; what
+# benchmarks/eval_cost.py prints): prompts run, their real and padded tokens, the target tokens
+# teacher-forced after them and the reply tokens generated (end of turn not counted)
+COST_KEYS = ("prompts", "prompt_tokens", "padded_tokens", "target_tokens", "new_tokens")
+
+
+def new_cost() -> dict[str, int]:
+    """A zeroed cost counter (:data:`COST_KEYS`)."""
+    return dict.fromkeys(COST_KEYS, 0)
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,12 @@ class Skip:
     """A prompt that was not run, and why (recorded in the results, never scored as zero)."""
 
     reason: str
+
+
+def end_ids(tokenizer: Any) -> set[int]:
+    """The tokens that end a reply: end of sequence and ChatML's end of turn."""
+    ends = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
+    return {e for e in ends if isinstance(e, int) and e >= 0}
 
 
 def context_window(model: Any, tokenizer: Any) -> int:
@@ -39,13 +54,19 @@ class Generator:
     """Greedy chat completions from ``model`` in batches of ``batch_size`` (left padding)."""
 
     def __init__(
-        self, model: Any, tokenizer: Any, max_new_tokens: int = 1024, batch_size: int = 8
+        self,
+        model: Any,
+        tokenizer: Any,
+        max_new_tokens: int = 1024,
+        batch_size: int = 8,
+        stats: dict[str, int] | None = None,
     ) -> None:
         self.model = accept_system_mask(model).eval()
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
         self.window = context_window(model, tokenizer)
+        self.stats = new_cost() if stats is None else stats  # what it computed (COST_KEYS)
 
     @property
     def device(self) -> torch.device:
@@ -94,7 +115,18 @@ class Generator:
             pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
         )
         width = batch["input_ids"].shape[1]
+        self._count(batch["attention_mask"], ids[:, width:])
         return [tok.decode(row[width:], skip_special_tokens=True) for row in ids]
+
+    def _count(self, mask: torch.Tensor, new: torch.Tensor) -> None:
+        """Add a generate call to :attr:`stats`: ``mask`` (B, T) the prompts', ``new`` (B, N)
+        the tokens after them, each row's counted up to its first end-of-turn or pad token."""
+        pad = self.tokenizer.pad_token_id
+        stop = torch.isin(new, torch.tensor(sorted(end_ids(self.tokenizer) | {pad} - {None})))
+        self.stats["prompts"] += mask.shape[0]
+        self.stats["prompt_tokens"] += int(mask.sum())
+        self.stats["padded_tokens"] += mask.numel()
+        self.stats["new_tokens"] += int((stop.cumsum(-1) == 0).sum())  # before the first end
 
     @torch.no_grad()
     def target_nll(self, conversation: Sequence[Message], target: str) -> float | Skip:

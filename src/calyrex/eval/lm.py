@@ -32,6 +32,7 @@ from lm_eval.models.huggingface import HFLM
 from ..adapters.methods import accept_system_mask, is_calyrex
 from ..span.chat import ChatTemplateError, encode_one
 from ..span.markers import detect_system_mask, span_markers_reason
+from .generate import new_cost
 from .models import attach_adapter
 
 
@@ -45,6 +46,7 @@ class CalyrexLM(HFLM):
         accept_system_mask(self.model)  # loaded here or given: every call below passes system_mask
         self.markers, reason = span_markers_reason(self.tokenizer)
         self.spans: dict[tuple[int, ...], list[int]] = {}  # prompt ids → encode_chat's mask
+        self.stats = new_cost()  # what the log-likelihood path computed (COST_KEYS)
         if is_calyrex(self.model) and self.markers is None:
             warnings.warn(
                 f"no input_ids-only span fallback for this tokenizer ({reason}); the system span "
@@ -138,7 +140,7 @@ class CalyrexLM(HFLM):
             encs.append({"input_ids": list(key), "system_mask": span})
             targets.append({str(i): list(requests[i][2]) for i in contexts[key]})
         batch = self.batch_size if isinstance(self.batch_size, int) else 8
-        reader = Reader(Generator(self.model, self.tokenizer, 0, batch))
+        reader = Reader(Generator(self.model, self.tokenizer, 0, batch, stats=self.stats))
         reader.gen.window = min(reader.gen.window, self.max_length)
         out: list[tuple[float, bool] | None] = [None] * len(requests)
         for key, answer in zip(

@@ -33,7 +33,7 @@ import torch
 from ..core import hf
 from ..core.cal_cache import batch_select_indices
 from ..span.chat import ChatTemplateError, encode_one
-from .generate import Generator, Message, Skip
+from .generate import Generator, Message, Skip, end_ids
 
 # a batch holds at most batch_size × ROW_TOKENS padded prompt tokens and MAX_ROWS_FACTOR ×
 # batch_size prompts (Reader._batches)
@@ -73,9 +73,8 @@ class Reader:
 
     def __init__(self, gen: Generator) -> None:
         self.gen, self.model, self.tok = gen, gen.model, gen.tokenizer
-        self.stats = {"prompts": 0, "prompt_tokens": 0, "target_tokens": 0, "new_tokens": 0}
-        ends = {self.tok.eos_token_id, self.tok.convert_tokens_to_ids("<|im_end|>")}
-        self.ends = {e for e in ends if isinstance(e, int) and e >= 0}
+        self.stats = gen.stats  # one counter per model (calyrex.eval.generate.COST_KEYS)
+        self.ends = end_ids(self.tok)
 
     def read(self, asks: Sequence[Ask]) -> list[Answer | Skip]:
         encs, targets = [], []
@@ -159,6 +158,7 @@ class Reader:
         cache, last = hf.output_cache(out), out.logits[:, -1].float()  # (B, V)
         self.stats["prompts"] += len(encs)
         self.stats["prompt_tokens"] += int(mask.sum())
+        self.stats["padded_tokens"] += mask.numel()
         answers = [Answer(None, {}, {}) for _ in encs]
         for name in sorted({k for t in targets for k in t}):
             rows = [b for b, t in enumerate(targets) if name in t]

@@ -16,6 +16,7 @@ from typing import Any
 from . import PAPER, SUITES
 from .bench import Benchmark, Context, EvalConfig, NeedsModel, Row
 from .data import append_row, read_rows, write_json
+from .generate import new_cost
 from .judge import JudgeUnavailable
 
 
@@ -102,21 +103,28 @@ def evaluate(
                 ctx.generator, ctx.lm = loader()
             if bench.needs_judge and ctx.judge is None and judge_factory is not None:
                 ctx.judge = judge_factory()
-            before = dict(ctx.reader.stats) if ctx.reader is not None else {}
+            before = cost(ctx)
             start = time.perf_counter()
             record = run_one(bench, ctx, responses)
             # what this run of the suite cost (a resumed suite: the part run this time)
             record["seconds"] = round(time.perf_counter() - start, 1)
-            used = {
-                k: v - before.get(k, 0) for k, v in (ctx.reader.stats if ctx.reader else {}).items()
-            }
-            if any(used.values()):  # a suite read with one prefill per prompt: its token counts
+            used = {k: v - before[k] for k, v in cost(ctx).items()}
+            if any(used.values()):  # the suite ran the model: its token counts
                 record["tokens"] = used
         except (JudgeUnavailable, NeedsModel) as err:
             record = {"suite": name, "status": "skipped", "reason": str(err)}
             print(f"{name}: skipped — {err}")
         write_json(file, record)
     return write_summary(out, info)
+
+
+def cost(ctx: Context) -> dict[str, int]:
+    """What ``ctx``'s model has computed so far, in its generator and lm-eval paths together."""
+    total = new_cost()
+    for counter in (getattr(ctx.generator, "stats", None), getattr(ctx.lm, "stats", None)):
+        for key, value in (counter or {}).items():
+            total[key] += value
+    return total
 
 
 def evaluate_model(
