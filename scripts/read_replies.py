@@ -1,0 +1,79 @@
+"""Read a sample of one model's replies beside their verdicts, suite by suite: the check by eye
+that a scorer's verdicts are right before any figure from them is reported.
+
+    python scripts/read_replies.py results/study-real-smollm2-v2/eval/base [--suite tensortrust]
+        [--n 6] [--seed 0] [--width 160]
+
+For every suite folder of the run (``SUITE/SUITE.responses.jsonl``) it draws ``n`` scored items at
+random (seeded) and prints each item's verdict fields (``SUITE.details.jsonl``, the scorer's own
+per-item record) followed by the replies that belong to it (a Tensor Trust defence: its attack
+and its right code; a SEP row: both conditions), one line each, cut to ``width`` characters.
+A suite without per-item details (many-shot, the held-out access dialogues) prints its replies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+# the field that names a details row's item, per scorer (the first one a row has)
+ITEM_KEYS = ("defence", "id", "key", "sample")
+
+
+def _rows(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def item_of(row: dict) -> str | None:
+    return next((str(row[k]) for k in ITEM_KEYS if k in row), None)
+
+
+def replies_of(item: str, replies: dict[str, str]) -> list[tuple[str, str]]:
+    """The replies of ``item``: its own id, or the ids it prefixes (``ITEM:part``)."""
+    if item in replies:
+        return [(item, replies[item])]
+    return [(rid, text) for rid, text in replies.items() if rid.startswith(f"{item}:")]
+
+
+def show(suite_dir: Path, n: int, rng: random.Random, width: int) -> None:
+    name = suite_dir.name.removesuffix("-nosys")
+    replies = {
+        str(r["id"]): str(r.get("response", r.get("skipped", "")))
+        for r in _rows(suite_dir / f"{name}.responses.jsonl")
+    }
+    if not replies:
+        return
+    details = _rows(suite_dir / f"{name}.details.jsonl")
+    print(f"\n=== {suite_dir.name}: {len(replies)} replies, {len(details)} scored items")
+    if not details:
+        for rid in rng.sample(sorted(replies), min(n, len(replies))):
+            print(f"  {rid}: {replies[rid][:width]!r}")
+        return
+    for row in rng.sample(details, min(n, len(details))):
+        item = item_of(row)
+        verdict = {k: v for k, v in row.items() if k not in (*ITEM_KEYS, "prompt") and k != "text"}
+        print(f"- {item}: {json.dumps(verdict)[:width]}")
+        for rid, text in replies_of(item or "", replies):
+            print(f"    {rid}: {text[:width]!r}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--suite", action="append", help="only these suite folders")
+    parser.add_argument("--n", type=int, default=6, help="items per suite")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--width", type=int, default=160)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    for suite_dir in sorted(p for p in args.run_dir.iterdir() if p.is_dir()):
+        if not args.suite or suite_dir.name in args.suite:
+            show(suite_dir, args.n, rng, args.width)
+
+
+if __name__ == "__main__":
+    main()
