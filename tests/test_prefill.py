@@ -6,6 +6,7 @@ import torch
 
 import calyrex
 from calyrex.backbones.tiny import randomize_adapters, tiny_model, tiny_tokenizer
+from calyrex.eval.bench import Benchmark, Context, EvalConfig
 from calyrex.eval.generate import Generator
 from calyrex.eval.prefill import Ask, Reader, target_ids
 from calyrex.span.chat import encode_one
@@ -171,3 +172,32 @@ def test_generate_and_the_reader_count_the_same_work(kind):
     assert reader.stats["target_tokens"] == sum(
         len(target_ids(tok, c, t)) for c in CONVERSATIONS for t in TARGETS.values()
     )
+
+
+class _Lengths(Benchmark):
+    """A suite of prompts that alternate short and long (its rows are scored by id)."""
+
+    name = "lengths"
+
+    def conversation(self, item, ctx):
+        return [{"role": "system", "content": "Be brief."}, {"role": "user", "content": item["q"]}]
+
+
+@pytest.mark.parametrize("targets,batch", [(False, 2), (True, 1)])
+def test_a_suite_runs_its_prompts_sorted_by_length_across_chunks(tmp_path, targets, batch):
+    """Prompts alternating short and medium: run in the order given, every batch (generate: two
+    prompts; the reader: a chunk of four within 256 padded tokens) pads a short prompt to a
+    medium one; sorted by length first, no batch mixes them and nothing is padded."""
+    tok = tiny_tokenizer("chatml")
+    bench = _Lengths()
+    if targets:
+        bench.targets = lambda item: {"grant": "Access Granted"}
+    items = [{"id": str(i), "q": "hi" if i % 2 else "tell me " * 5} for i in range(8)]
+    ctx = Context(EvalConfig(max_new_tokens=2, batch_size=batch), tmp_path)
+    ctx.generator = Generator(tiny_model("qwen2"), tok, max_new_tokens=2, batch_size=batch)
+    lengths = [ctx.generator.prompt_length(bench.conversation(it, ctx)) for it in items]
+    assert len(set(lengths)) == 2 and 4 * max(lengths) <= 256  # a chunk of 4 fits one batch
+    rows = list(bench.generate(items, ctx))
+    assert sorted(r["id"] for r in rows) == sorted(it["id"] for it in items)
+    assert ctx.generator.stats["prompt_tokens"] == sum(lengths)
+    assert ctx.generator.stats["padded_tokens"] == sum(lengths)

@@ -92,6 +92,7 @@ class Benchmark:
     def generate(self, items: list[Item], ctx: Context) -> Iterator[Row]:
         """Single-turn default: one greedy reply per item, in batches; with :meth:`targets`, the
         reply and the targets' log-probabilities from one prefill of each prompt."""
+        items = self.by_length(items, ctx)
         if items and any(self.targets(it) for it in items):
             yield from self._read(items, ctx)
             return
@@ -99,6 +100,18 @@ class Benchmark:
             outs = ctx.generator.chat([self.conversation(it, ctx) for it in chunk])
             for item, out in zip(chunk, outs, strict=True):
                 yield response_or_skip(self.fields(item), out)
+
+    def by_length(self, items: list[Item], ctx: Context) -> list[Item]:
+        """``items`` by (reply length, prompt length), so that each chunk run and saved as it
+        comes holds prompts of similar length: a batch is padded to its longest prompt, and
+        sorting only within a chunk left SmolLM2's StruQ and Tensor Trust prompts 42–45 % padding.
+        Rows are scored by id, so their order is free."""
+        gen = ctx.generator
+
+        def key(it: Item) -> tuple[int, int]:
+            return self.new_tokens(it, ctx), gen.prompt_length(self.conversation(it, ctx))
+
+        return sorted(items, key=key) if gen is not None else items
 
     def _read(self, items: list[Item], ctx: Context) -> Iterator[Row]:
         from .prefill import Answer, Ask, Reader
