@@ -107,8 +107,18 @@ def test_lm_eval_log_likelihoods_equal_hflms_with_each_context_run_once(kind):
         ids = tok(ctx, add_special_tokens=False)["input_ids"]
         for c in choices:
             requests.append(((ctx, c), ids, tok(c, add_special_tokens=False)["input_ids"]))
+    calls = []
+    hook = lm.model.register_forward_hook(lambda *a: calls.append(1))
     ours = lm._loglikelihood_tokens(requests)
+    hook.remove()
     assert lm.stats["prompts"] == 2  # each context once
+    # one prefill, then the contexts' k-th choices teacher-forced together: one forward per
+    # choice position that has a target of more than one token (not one per request)
+    by_context: dict = {}
+    for (ctx, _), _, cont in requests:
+        by_context.setdefault(ctx, []).append(len(cont))
+    multi = {j for lengths in by_context.values() for j, n in enumerate(lengths) if n > 1}
+    assert len(calls) == 1 + len(multi) < 1 + sum(n > 1 for r in requests for n in [len(r[2])])
     assert lm.stats["target_tokens"] == sum(len(r[2]) for r in requests)
     theirs = HFLM._loglikelihood_tokens(lm, requests)
     assert [g for _, g in ours] == [g for _, g in theirs]

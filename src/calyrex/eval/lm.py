@@ -138,7 +138,9 @@ class CalyrexLM(HFLM):
             ids = torch.tensor([key])
             span = self.system_mask(ids, None)[0].long().tolist()
             encs.append({"input_ids": list(key), "system_mask": span})
-            targets.append({str(i): list(requests[i][2]) for i in contexts[key]})
+            # a choice is named by its place within its context, so that the batch's k-th
+            # choices are teacher-forced together (one forward each, not one per request)
+            targets.append({str(j): list(requests[i][2]) for j, i in enumerate(contexts[key])})
         batch = self.batch_size if isinstance(self.batch_size, int) else 8
         reader = Reader(Generator(self.model, self.tokenizer, 0, batch, stats=self.stats))
         reader.gen.window = min(reader.gen.window, self.max_length)
@@ -147,8 +149,8 @@ class CalyrexLM(HFLM):
             keys, reader.read_encoded(encs, targets, [0] * len(keys)), strict=True
         ):
             if isinstance(answer, Answer):
-                for i in contexts[key]:
-                    out[i] = (answer.logprobs[str(i)], answer.greedy[str(i)])
+                for j, i in enumerate(contexts[key]):
+                    out[i] = (answer.logprobs[str(j)], answer.greedy[str(j)])
         rest = [i for i, r in enumerate(out) if r is None]
         if rest:
             done = super()._loglikelihood_tokens(
