@@ -3,10 +3,10 @@
     python benchmarks/eval_cost.py results/study-real-smollm2-v2/eval/base [--budget 30]
 
 Reads the records ``calyrex eval`` (and ``calyrex study real``'s eval stage) wrote in one run's
-folder (``SUITE/NAME.json``: ``seconds`` and ``tokens``, what the model computed:
-prompts, real and padded prompt tokens, teacher-forced target tokens, generated tokens —
-:data:`calyrex.eval.generate.COST_KEYS`; records written before a path counted show "–") and prints one row per
-suite and the total against a budget in minutes (issue 37: one model in 30 minutes on the 2-core
+folder (``SUITE/NAME.json``: ``seconds`` and ``tokens``, what the model computed: prompts,
+real and padded prompt tokens, teacher-forced target tokens, generated tokens —
+:data:`calyrex.eval.generate.COST_KEYS`; records written before a path counted show "–") and
+prints one row per suite and the total against a budget in minutes (issue 37: one model in 30 minutes on the 2-core
 CPU). The machine's load average is printed with it: the timings are wall time, so a loaded
 machine makes them longer, and a figure is only as good as the load it was taken under.
 """

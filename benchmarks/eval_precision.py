@@ -83,11 +83,14 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     cfg = replace(FULL, precision=args.precision)  # the default study's recipe and suites
-    arm = next((a for r, a, _ in runs(cfg) if r == args.run), None)
+    plan = {r: (a, s) for r, a, s in runs(cfg)}
+    if args.run not in plan:
+        raise SystemExit(f"unknown run {args.run!r}; choose from {sorted(plan)}")
+    arm, seed = plan[args.run]
     adapter = None if arm is None else args.study / "train" / args.run / "adapter"
     if adapter is not None and not adapter.is_dir():
         raise SystemExit(f"{adapter} is not on disk: the study no longer keeps this run's adapter")
-    first = arm is None or args.run.endswith(f"-s{cfg.seeds_of(arm)[0]}")
+    first = arm is None or seed == cfg.seeds_of(arm)[0]  # as calyrex.research.study.real
     args.out.mkdir(parents=True, exist_ok=True)
     data = args.out / "data"
     if not data.exists():

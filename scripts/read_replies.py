@@ -55,7 +55,7 @@ def show(suite_dir: Path, n: int, rng: random.Random, width: int) -> None:
         return
     for row in rng.sample(details, min(n, len(details))):
         item = item_of(row)
-        verdict = {k: v for k, v in row.items() if k not in (*ITEM_KEYS, "prompt") and k != "text"}
+        verdict = {k: v for k, v in row.items() if k not in (*ITEM_KEYS, "prompt", "text")}
         print(f"- {item}: {json.dumps(verdict)[:width]}")
         for rid, text in replies_of(item or "", replies):
             print(f"    {rid}: {text[:width]!r}")

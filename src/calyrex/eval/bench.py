@@ -106,12 +106,11 @@ class Benchmark:
         comes holds prompts of similar length: a batch is padded to its longest prompt, and
         sorting only within a chunk left SmolLM2's StruQ and Tensor Trust prompts 42–45 % padding.
         Rows are scored by id, so their order is free."""
-        gen = ctx.generator
 
         def key(it: Item) -> tuple[int, int]:
-            return self.new_tokens(it, ctx), gen.prompt_length(self.conversation(it, ctx))
+            return self.new_tokens(it, ctx), ctx.generator.prompt_length(self.conversation(it, ctx))
 
-        return sorted(items, key=key) if gen is not None else items
+        return sorted(items, key=key)
 
     def _read(self, items: list[Item], ctx: Context) -> Iterator[Row]:
         from .prefill import Answer, Ask, Reader

@@ -121,8 +121,10 @@ class Generator:
     def _count(self, mask: torch.Tensor, new: torch.Tensor) -> None:
         """Add a generate call to :attr:`stats`: ``mask`` (B, T) the prompts', ``new`` (B, N)
         the tokens after them, each row's counted up to its first end-of-turn or pad token."""
-        pad = self.tokenizer.pad_token_id
-        stop = torch.isin(new, torch.tensor(sorted(end_ids(self.tokenizer) | {pad} - {None})))
+        stops = end_ids(self.tokenizer)
+        if self.tokenizer.pad_token_id is not None:
+            stops.add(self.tokenizer.pad_token_id)
+        stop = torch.isin(new, torch.tensor(sorted(stops)))
         self.stats["prompts"] += mask.shape[0]
         self.stats["prompt_tokens"] += int(mask.sum())
         self.stats["padded_tokens"] += mask.numel()
