@@ -9,7 +9,9 @@ once (``use_cache=True``) and both branch off its cache:
 
 * each target is teacher-forced on a copy of the cache (:func:`calyrex.core.cal_cache
   .batch_select_indices` keeps a CAL model's span keys/values with it): ``log P(target)`` is the
-  sum over its tokens of the log-softmax at the position before each;
+  sum over its tokens of the log-softmax at the position before each. A batch's targets, of
+  every name and row, are sorted by length and forced in groups that pad by at most
+  :data:`TARGET_SLACK` (piqa at 48 documents: 36 s → 13 s of scoring, the same values);
 * the reply is decoded greedily from the cache, one token a step, until every row has ended its
   turn or ``max_new_tokens`` are out (the same tokens as ``generate(do_sample=False)``).
 
@@ -39,6 +41,9 @@ from .generate import Generator, Message, Skip, end_ids
 # batch_size prompts (Reader._batches)
 ROW_TOKENS = 256
 MAX_ROWS_FACTOR = 4
+# targets teacher-forced together pad to the longest of them: a group takes a longer target only
+# while its padded tokens stay within (1 + TARGET_SLACK) × its real ones (Reader._groups)
+TARGET_SLACK = 0.25
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,28 @@ class Reader:
             width = wider
         return [*out, chunk] if chunk else out
 
+    def _groups(self, pairs: list[tuple[int, int, str]]) -> list[list[tuple[int, int, str]]]:
+        """Sorted (target length, row, name) → the groups teacher-forced together: within
+        :meth:`_batches`' token and row budgets, and padded by at most :data:`TARGET_SLACK` of
+        their real tokens. Targets of one length across names and rows share a forward; lengths
+        that differ widely (piqa's solutions run 5 to 110 tokens) do not pad each other out."""
+        budget = self.gen.batch_size * ROW_TOKENS
+        most = MAX_ROWS_FACTOR * self.gen.batch_size
+        out: list[list[tuple[int, int, str]]] = []
+        group: list[tuple[int, int, str]] = []
+        real = 0
+        for pair in pairs:
+            n = pair[0]  # the longest so far: the pairs are sorted
+            padded = n * (len(group) + 1)
+            if group and (
+                len(group) >= most or padded > budget or padded > (1 + TARGET_SLACK) * (real + n)
+            ):
+                out.append(group)
+                group, real = [], 0
+            group.append(pair)
+            real += n
+        return [*out, group] if group else out
+
     @property
     def device(self) -> torch.device:
         return self.gen.device
@@ -159,14 +186,24 @@ class Reader:
         self.stats["prompts"] += len(encs)
         self.stats["prompt_tokens"] += int(mask.sum())
         self.stats["padded_tokens"] += mask.numel()
-        answers = [Answer(None, {}, {}) for _ in encs]
-        for name in sorted({k for t in targets for k in t}):
-            rows = [b for b, t in enumerate(targets) if name in t]
-            scores = self._score(cache, last, mask, rows, [targets[b][name] for b in rows])
-            for b, (score, greedy) in zip(rows, scores, strict=True):
-                answers[b].logprobs[name] = score
-                answers[b].tokens[name] = len(targets[b][name])
-                answers[b].greedy[name] = greedy
+        scored: list[dict[str, tuple[float, bool]]] = [{} for _ in encs]
+        pairs = sorted(
+            (len(t), b, name) for b, tgt in enumerate(targets) for name, t in tgt.items()
+        )
+        for group in self._groups(pairs):
+            rows = [b for _, b, _ in group]
+            scores = self._score(cache, last, mask, rows, [targets[b][k] for _, b, k in group])
+            for (_, b, name), score in zip(group, scores, strict=True):
+                scored[b][name] = score
+        answers = [
+            Answer(
+                None,
+                {k: s[k][0] for k in sorted(s)},
+                {k: len(t[k]) for k in sorted(t)},
+                {k: s[k][1] for k in sorted(s)},
+            )
+            for s, t in zip(scored, targets, strict=True)
+        ]
         if max(new):
             for b, text in enumerate(self._greedy(cache, last, mask, new)):
                 answers[b].reply = text if new[b] else None
