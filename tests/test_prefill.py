@@ -112,7 +112,7 @@ def test_lm_eval_log_likelihoods_equal_hflms_with_each_context_run_once(kind):
     ours = lm._loglikelihood_tokens(requests)
     hook.remove()
     assert lm.stats["prompts"] == 2  # each context once
-    # one prefill, then the choices teacher-forced in groups of like length (Reader._groups):
+    # one prefill, then the choices teacher-forced in groups of like length (Reader._cut):
     # the two 2-token choices of different contexts share a forward, not one per request
     assert len(calls) < 1 + sum(len(r[2]) > 1 for r in requests)
     assert lm.stats["target_tokens"] == sum(len(r[2]) for r in requests)

@@ -38,11 +38,11 @@ from ..span.chat import ChatTemplateError, encode_one
 from .generate import Generator, Message, Skip, end_ids
 
 # a batch holds at most batch_size × ROW_TOKENS padded prompt tokens and MAX_ROWS_FACTOR ×
-# batch_size prompts (Reader._batches)
+# batch_size prompts (Reader._cut)
 ROW_TOKENS = 256
 MAX_ROWS_FACTOR = 4
 # targets teacher-forced together pad to the longest of them: a group takes a longer target only
-# while its padded tokens stay within (1 + TARGET_SLACK) × its real ones (Reader._groups)
+# while its padded tokens stay within (1 + TARGET_SLACK) × its real ones (Reader._cut)
 TARGET_SLACK = 0.25
 
 
@@ -110,7 +110,8 @@ class Reader:
             else:
                 rows.append((new[i], len(enc["input_ids"]), i))
         rows.sort()  # similar reply and prompt lengths together: little decoding and padding
-        for chunk in self._batches(rows):
+        for cut in self._cut([n for _, n, _ in rows]):
+            chunk = [rows[j][2] for j in cut]
             answers = self._batch(
                 [encs[i] for i in chunk], [targets[i] for i in chunk], [new[i] for i in chunk]
             )
@@ -118,46 +119,30 @@ class Reader:
                 out[i] = answer
         return out
 
-    def _batches(self, rows: list[tuple[int, int, int]]) -> list[list[int]]:
-        """Sorted (reply length, prompt length, index) rows cut into batches of at most
-        ``batch_size`` × :data:`ROW_TOKENS` padded prompt tokens and ``MAX_ROWS_FACTOR`` ×
-        ``batch_size`` rows: short prompts share a batch (fewer decode steps), long ones do not
-        pad each other out (the prefill is most of the cost on a CPU)."""
+    def _cut(self, sizes: Sequence[int], slack: float | None = None) -> list[list[int]]:
+        """The positions of ``sizes`` (sequence lengths, in their order) cut into runs that are
+        forwarded together, each padded to its longest: at most ``batch_size`` ×
+        :data:`ROW_TOKENS` padded tokens and ``MAX_ROWS_FACTOR`` × ``batch_size`` rows, and with
+        ``slack``, padded by at most that share of the run's real tokens. Prompts sorted by reply
+        and prompt length: short prompts share a batch (fewer decode steps), long ones do not pad
+        each other out (the prefill is most of the cost on a CPU). Targets sorted by length, with
+        :data:`TARGET_SLACK`: lengths that differ widely (piqa's solutions run 5 to 110 tokens)
+        do not pad each other out."""
         budget = self.gen.batch_size * ROW_TOKENS
         most = MAX_ROWS_FACTOR * self.gen.batch_size
         out: list[list[int]] = []
-        chunk: list[int] = []
-        width = 0
-        for _, n, i in rows:
+        run: list[int] = []
+        width = real = 0
+        for j, n in enumerate(sizes):
             wider = max(width, n)
-            if chunk and (len(chunk) >= most or wider * (len(chunk) + 1) > budget):
-                out.append(chunk)
-                chunk, wider = [], n
-            chunk.append(i)
-            width = wider
-        return [*out, chunk] if chunk else out
-
-    def _groups(self, pairs: list[tuple[int, int, str]]) -> list[list[tuple[int, int, str]]]:
-        """Sorted (target length, row, name) → the groups teacher-forced together: within
-        :meth:`_batches`' token and row budgets, and padded by at most :data:`TARGET_SLACK` of
-        their real tokens. Targets of one length across names and rows share a forward; lengths
-        that differ widely (piqa's solutions run 5 to 110 tokens) do not pad each other out."""
-        budget = self.gen.batch_size * ROW_TOKENS
-        most = MAX_ROWS_FACTOR * self.gen.batch_size
-        out: list[list[tuple[int, int, str]]] = []
-        group: list[tuple[int, int, str]] = []
-        real = 0
-        for pair in pairs:
-            n = pair[0]  # the longest so far: the pairs are sorted
-            padded = n * (len(group) + 1)
-            if group and (
-                len(group) >= most or padded > budget or padded > (1 + TARGET_SLACK) * (real + n)
-            ):
-                out.append(group)
-                group, real = [], 0
-            group.append(pair)
-            real += n
-        return [*out, group] if group else out
+            padded = wider * (len(run) + 1)
+            too_padded = slack is not None and padded > (1 + slack) * (real + n)
+            if run and (len(run) >= most or padded > budget or too_padded):
+                out.append(run)
+                run, wider, real = [], n, 0
+            run.append(j)
+            width, real = wider, real + n
+        return [*out, run] if run else out
 
     @property
     def device(self) -> torch.device:
@@ -190,7 +175,8 @@ class Reader:
         pairs = sorted(
             (len(t), b, name) for b, tgt in enumerate(targets) for name, t in tgt.items()
         )
-        for group in self._groups(pairs):
+        for cut in self._cut([p[0] for p in pairs], TARGET_SLACK):
+            group = [pairs[j] for j in cut]
             rows = [b for _, b, _ in group]
             scores = self._score(cache, last, mask, rows, [targets[b][k] for _, b, k in group])
             for (_, b, name), score in zip(group, scores, strict=True):
