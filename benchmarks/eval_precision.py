@@ -1,12 +1,16 @@
-"""One study model's whole evaluation again at another precision: what it costs, and whether the
-verdicts hold (issue 37's 30-minute goal; the study itself is pinned to fp32).
+"""One study model's whole evaluation again at another precision, or with LoRA merged or not:
+what it costs, and whether the verdicts hold (issue 37's 30-minute goal; the study itself is
+pinned to fp32).
 
     python benchmarks/eval_precision.py results/study-real-smollm2-v2 calyrex-late8th-s0 \
         --precision bf16 --out /tmp/eval-bf16 [--json benchmarks/results/eval-precision.json]
+    python benchmarks/eval_precision.py results/study-real-smollm2-v2 lora-s0 \
+        --precision fp32 --lora merged --out /tmp/eval-merged \
+        [--json benchmarks/results/eval-merge-lora.json]
 
 Runs every suite the default study (:data:`calyrex.research.study.config.FULL`) runs on RUN
 (its adapter must still be on disk) at ``--precision``, in ``--out``, then prints per suite the seconds
-at both precisions (the study's records, its own precision, against this run's), the share of
+of both (the study's records, as the study ran them, against this run's), the share of
 replies that came out identical and every headline metric side by side. Run it on an idle
 machine: both timings are wall time. A bf16 run is only fast where the CPU has bf16 matmul
 units (AMX, avx512_bf16); elsewhere it is emulated and far slower
@@ -79,14 +83,22 @@ def main() -> None:
     parser.add_argument("study", type=Path)
     parser.add_argument("run")
     parser.add_argument("--precision", default="bf16", choices=("fp32", "bf16", "fp16"))
+    parser.add_argument(
+        "--lora",
+        choices=("merged", "unmerged"),
+        default="merged" if FULL.merge_lora else "unmerged",
+        help="a LoRA run evaluated folded into the weights (PEFT merge_and_unload) or as adapters",
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    cfg = replace(FULL, precision=args.precision)  # the default study's recipe and suites
+    # the default study's recipe and suites
+    cfg = replace(FULL, precision=args.precision, merge_lora=args.lora == "merged")
     plan = {r: (a, s) for r, a, s in runs(cfg)}
     if args.run not in plan:
         raise SystemExit(f"unknown run {args.run!r}; choose from {sorted(plan)}")
     arm, seed = plan[args.run]
+    lora = arm is not None and arm.method == "lora"
     adapter = None if arm is None else args.study / "train" / args.run / "adapter"
     if adapter is not None and not adapter.is_dir():
         raise SystemExit(f"{adapter} is not on disk: the study no longer keeps this run's adapter")
@@ -99,7 +111,8 @@ def main() -> None:
     eval_run(cfg, args.run, adapter, args.out, first)
     wall = time.perf_counter() - start
     table = compare(args.study / "eval" / args.run, args.out / "eval" / args.run)
-    print(f"{'suite':<22} {'s (study)':>10} {f's ({args.precision})':>10} {'identical':>10}")
+    variant = args.precision + (f", LoRA {args.lora}" if lora else "")
+    print(f"{'suite':<22} {'s (study)':>10} {f's ({variant})':>10} {'identical':>10}")
     for row in table:
         ref, new = row["seconds"]
         same = "–" if row["identical"] is None else f"{100 * row['identical']:.1f} %"
@@ -110,7 +123,7 @@ def main() -> None:
     ref_total = sum(r["seconds"][0] or 0 for r in table)
     new_total = sum(r["seconds"][1] or 0 for r in table)
     print(
-        f"total: study {ref_total / 60:.1f} min, {args.precision} {new_total / 60:.1f} min "
+        f"total: study {ref_total / 60:.1f} min, {variant} {new_total / 60:.1f} min "
         f"(this run's wall {wall / 60:.1f} min); load average {os.getloadavg()[0]:.2f}"
     )
     if args.json:
@@ -118,6 +131,7 @@ def main() -> None:
             "study": str(args.study),
             "run": args.run,
             "precision": args.precision,
+            "lora": args.lora if lora else None,
             "cpu": platform.processor() or platform.machine(),
             "bf16_flags": sorted(cpu_flags()),
             "wall_s": round(wall, 1),

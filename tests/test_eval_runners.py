@@ -152,3 +152,34 @@ def test_a_peft_lora_adapter_is_loaded_through_peft(saved, tmp_path):
         str(tmp_path / "o"),
     ]
     assert main(args + ["--max-new-tokens", "2", "--device", "cpu"]) == 0
+
+
+def test_merge_lora_folds_lora_into_the_weights_and_keeps_other_methods(saved, tmp_path):
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    from calyrex.adapters.loading import load_model
+
+    # init_lora_weights=False: B random too, so the adapter changes the function
+    config = LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    get_peft_model(tiny_model("qwen2"), config).save_pretrained(tmp_path / "lora")
+    base = str(saved / "base")
+    load = dict(dtype="float32", device="cpu")
+    plain, _ = load_model(base, **load)
+    adapted, _ = load_model(base, str(tmp_path / "lora"), **load)
+    merged, _ = load_model(base, str(tmp_path / "lora"), merge_lora=True, **load)
+    assert isinstance(adapted, PeftModel) and not isinstance(merged, PeftModel)
+    assert not any("lora_" in name for name, _ in merged.named_parameters())
+    ids = torch.tensor([[5, 9, 14, 3, 7, 11]])
+    mask = torch.zeros_like(ids, dtype=torch.bool)
+    with torch.no_grad():
+        want = adapted(input_ids=ids, system_mask=mask).logits
+        got = merged(input_ids=ids, system_mask=mask).logits  # still takes the span keyword
+        assert not torch.allclose(plain(input_ids=ids).logits, want, atol=1e-3)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    # a method with its own pathway is not merged: the CALYREX blocks stay
+    kept, _ = load_model(base, str(saved / "adapter"), merge_lora=True, **load)
+    assert calyrex.is_calyrex(kept)
+    args = ["eval", "--suite", "glaive_fc", "--model", base, "--adapter", str(tmp_path / "lora")]
+    args += ["--data", str(FIX / "glaive.json"), "--out", str(tmp_path / "o"), "--merge-lora"]
+    assert main(args + ["--max-new-tokens", "2", "--device", "cpu"]) == 0
+    assert json.loads((tmp_path / "o" / "run.json").read_text())["merge_lora"] is True

@@ -386,6 +386,7 @@ def test_the_report_gives_no_verdict_or_claim_from_an_undefined_metric(tmp_path)
     assert "lora" in table["tensortrust:hijacking_holds"]["differences"]  # the joint row is
     text = "\n".join(claims({"metrics": table}))
     assert "undecidable against LoRA on Tensor Trust hijacking robustness (valid defences)" in text
+    assert "ParallelMLP" not in text  # no arm of this study: no claim is made against it
     assert "robustness (valid defences) ↑ | – | undefined | undefined | 50.0" in "\n".join(
         results_table({"metrics": table}, ["base", "calyrex-late8th", "lora"])
     )

@@ -64,6 +64,7 @@ def load_model(
     device: str | None = None,
     revision: str | None = None,
     trust_remote_code: bool = False,
+    merge_lora: bool = False,
     **from_pretrained: Any,
 ) -> tuple[nn.Module, Any]:
     """(model in eval mode, tokenizer): ``model`` through the one resolver, ``adapter`` on it.
@@ -72,9 +73,12 @@ def load_model(
     ``ruleworld``, ``smollm2``). ``dtype``: ``auto`` (bf16 where this machine is fast at it, else
     fp32: ``calyrex.backbones.precision``), or ``float32`` / ``bfloat16`` / ``float16``; ``device`` None:
     CUDA when available; ``revision`` and ``trust_remote_code`` as for ``from_pretrained``, for
-    the model and its tokenizer; ``from_pretrained``: more keywords for the model's
-    ``from_pretrained`` (``attn_implementation``). Whatever the method (none, CAL, ParallelMLP,
-    LoRA), the model takes ``system_mask``.
+    the model and its tokenizer; ``merge_lora``: a LoRA adapter folded into the weights (PEFT's
+    ``merge_and_unload``: the same function with no extra matmuls in every layer, for inference;
+    CALYREX and ParallelMLP have a pathway of their own and are kept as they are);
+    ``from_pretrained``: more keywords for the model's ``from_pretrained``
+    (``attn_implementation``). Whatever the method (none, CAL, ParallelMLP, LoRA), the model
+    takes ``system_mask``.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -92,4 +96,6 @@ def load_model(
     )
     hf_model = hf_model.to(device)
     loaded = load_adapter(hf_model, adapter, tokenizer=tok) if adapter else hf_model
+    if merge_lora and getattr(loaded, "method", None) == "lora":
+        loaded = loaded.merge_and_unload()
     return accept_system_mask(loaded.to(torch_dtype).eval()), tok

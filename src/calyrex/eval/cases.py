@@ -344,22 +344,24 @@ def cases_command(
     batch_size: int = 8,
     dtype: str = "auto",
     device: str | None = None,
+    merge_lora: bool = False,
 ) -> int:
-    """Check the file, load the model, run the cases, write OUT/cases.json and
-    OUT/cases-outputs.jsonl and print the table; 0 when it ran (failing cases included)."""
+    """Check the file, load the model (a LoRA adapter folded in with ``merge_lora``), run the
+    cases, write OUT/cases.json and OUT/cases-outputs.jsonl and print the table; 0 when it ran
+    (failing cases included)."""
     loaded = load_cases(cases)
     if not model:
         raise ValueError("--cases needs --model (the model whose replies are checked)")
     from ..adapters.loading import load_model
     from .generate import Generator
 
-    hf_model, tok = load_model(model, adapter, dtype, device)
+    hf_model, tok = load_model(model, adapter, dtype, device, merge_lora=merge_lora)
     results = run_cases(
         Generator(hf_model, tok, max_new_tokens, batch_size), loaded, max_new_tokens
     )
     summary = summarize(results)
     info = {"model": model, "adapter": adapter, "cases_file": str(cases), "n_cases": len(loaded)}
-    info.update(max_new_tokens=max_new_tokens, dtype=dtype)
+    info.update(max_new_tokens=max_new_tokens, dtype=dtype, merge_lora=merge_lora)
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
     write_json(directory / "cases.json", {**info, **summary})

@@ -58,6 +58,9 @@ class EvalOptions:
     """cpu or cuda[:N]; default: cuda when there is one."""
     label: str | None = None
     """The run's name in reports (default: the model and adapter)."""
+    merge_lora: bool = False
+    """Fold a LoRA adapter into the weights first (PEFT merge_and_unload): the same model
+    without LoRA's extra matmuls in every layer; other methods are kept as they are."""
     cases: str | None = None
     """Your own test cases (JSONL) instead of the suites (calyrex.eval.cases)."""
 
@@ -84,7 +87,7 @@ def eval_command(**options: Any) -> int:
             raise ValueError("--cases generates replies: give --model, not --responses")
         return cases_command(
             opts.cases, opts.out, model, opts.adapter, config.max_new_tokens, config.batch_size,
-            opts.dtype, opts.device,
+            opts.dtype, opts.device, opts.merge_lora,
         )  # fmt: skip
     from .runner import evaluate_model, resolve_suites
 
@@ -100,7 +103,7 @@ def eval_command(**options: Any) -> int:
     config = replace(config, data=parse_data(opts.data, names))
     summary = evaluate_model(
         names, opts.out, config, model, opts.adapter, opts.responses, opts.judge,
-        opts.judge_model, opts.dtype, opts.device, opts.label,
+        opts.judge_model, opts.dtype, opts.device, opts.label, opts.merge_lora,
     )  # fmt: skip
     return int(any(s["status"] != "ok" for s in summary["suites"].values()))
 

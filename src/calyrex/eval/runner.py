@@ -139,22 +139,24 @@ def evaluate_model(
     dtype: str = "auto",
     device: str | None = None,
     label: str | None = None,
+    merge_lora: bool = False,
 ) -> dict[str, Any]:
     """Score ``suites`` on ``model`` (+ ``adapter``, loaded by the one loader when a suite first
-    needs it) or on the ``responses`` file; returns the summary (also ``OUT/summary.json``):
+    needs it; a LoRA one folded into the weights with ``merge_lora``) or on the ``responses``
+    file; returns the summary (also ``OUT/summary.json``):
     ``{"label", "suites": {name: {"status", "metrics", ["reason"]}}}``."""
     info = {
         "label": label or Path(adapter or model or responses or out).name,
         "model": model,
         "adapter": adapter,
         "responses": responses,
-    }
+    } | ({"merge_lora": True} if merge_lora else {})
 
     def loader() -> tuple[Any, Any]:
         from ..adapters.loading import load_model
         from .generate import Generator
 
-        hf_model, tok = load_model(model, adapter, dtype, device)
+        hf_model, tok = load_model(model, adapter, dtype, device, merge_lora=merge_lora)
         return Generator(hf_model, tok, config.max_new_tokens, config.batch_size), None
 
     def judge_factory() -> Any:

@@ -191,6 +191,9 @@ class StudyConfig:
     )
     eval_batch_size: int = 16
     """Prompts per evaluation batch (a suite may set its own)."""
+    merge_lora: bool = False
+    """Evaluate LoRA folded into the weights (PEFT merge_and_unload): the same function without
+    LoRA's extra matmuls in every layer (benchmarks/eval_precision.py --merge-lora measures it)."""
     analyze_examples: int = 48
     """Conversations the analyze stage reads (calyrex analyze --max-examples)."""
     resamples: int = 2000
@@ -241,6 +244,7 @@ FULL = replace(
     sweep_extend=2,
     arms=ARMS_V2,
     suites=_powered(),
+    merge_lora=True,
 )
 QUICK = replace(
     FULL,

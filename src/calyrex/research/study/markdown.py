@@ -305,9 +305,12 @@ def claims(report: dict[str, Any]) -> list[str]:
 
 def _undecidable(rows: dict[str, Any], keys: list[str], baseline: str) -> str:
     """The claim's rows where CALYREX or ``baseline`` is undefined (nothing to rate, or validity
-    too low), in words: no verdict is printed from them."""
+    too low), in words: no verdict is printed from them. A baseline with no cell on a row (an
+    arm not in this study, or not evaluated yet) is not named there."""
     said = []
     for k in keys:
+        if baseline not in rows[k].get("cells", {}):
+            continue
         why = rows[k].get("undecidable", {})
         who = [BASELINES.get(x, "CALYREX") for x in (CALYREX, baseline) if x in why]
         if who:

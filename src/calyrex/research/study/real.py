@@ -295,11 +295,13 @@ def eval_data(out: Path | None = None) -> dict[str, str]:
 def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first: bool) -> None:
     """Every suite of ``cfg`` on one model (loaded once, only if a suite is left to do);
     ``first``: the base or an arm's first seed (``first_seed_only`` suites run only there)."""
+    from ...core.adapter_io import is_peft_adapter
     from ...eval.bench import EvalConfig
     from ...eval.generate import Generator
     from ...eval.runner import evaluate
 
     cache: dict[str, Any] = {}
+    merged = cfg.merge_lora and adapter is not None and is_peft_adapter(adapter)
 
     def loader_for(suite: Suite) -> Callable[[], tuple[Any, Any]]:
         def load() -> tuple[Any, Any]:
@@ -307,7 +309,7 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
                 from ...adapters.loading import load_model
 
                 cache["model"], cache["tok"] = load_model(
-                    cfg.model, adapter and str(adapter), dtype=cfg.precision
+                    cfg.model, adapter and str(adapter), cfg.precision, merge_lora=cfg.merge_lora
                 )
             batch = suite.batch_size or cfg.eval_batch_size
             gen = Generator(cache["model"], cache["tok"], suite.max_new_tokens, batch)
@@ -329,6 +331,7 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
             shots=list(suite.shots) if suite.shots else None,
         )
         info = {"label": run, "model": cfg.model, "adapter": adapter and str(adapter)}
+        info |= {"merge_lora": True} if merged else {}
         evaluate([suite.name], where, config, loader=loader_for(suite), run_info=info)
 
 
