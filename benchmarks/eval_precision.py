@@ -89,11 +89,19 @@ def main() -> None:
         default="merged" if FULL.merge_lora else "unmerged",
         help="a LoRA run evaluated folded into the weights (PEFT merge_and_unload) or as adapters",
     )
+    parser.add_argument(
+        "--suites", nargs="+", metavar="KEY", help="only these suites (e.g. arc_easy piqa-nosys)"
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     # the default study's recipe and suites
     cfg = replace(FULL, precision=args.precision, merge_lora=args.lora == "merged")
+    if args.suites:
+        unknown = set(args.suites) - {s.key for s in cfg.suites}
+        if unknown:
+            raise SystemExit(f"unknown suites {sorted(unknown)}; choose from the study's keys")
+        cfg = replace(cfg, suites=tuple(s for s in cfg.suites if s.key in args.suites))
     plan = {r: (a, s) for r, a, s in runs(cfg)}
     if args.run not in plan:
         raise SystemExit(f"unknown run {args.run!r}; choose from {sorted(plan)}")
