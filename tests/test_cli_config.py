@@ -371,3 +371,23 @@ def test_a_field_without_default_is_a_required_flag(capsys):
     with pytest.raises(SystemExit):  # train's --config may supply them: not required there
         cli.subcommand_parser("train").parse_args(["--nonsense"])
     assert "required" not in capsys.readouterr().err
+
+
+def test_top_level_help_gives_each_command_a_whole_sentence_and_its_wing(capsys):
+    """``calyrex --help``: every command's line is its docstring's first sentence, whole (not a
+    first line cut where the text wraps) and without reST markup; the commands are listed by
+    wing, the library's apart from the research wing's entry points."""
+    from calyrex.cli.fields import summary
+
+    for name, target in cli.commands().items():
+        line = summary(load(target))
+        assert line.endswith("."), f"calyrex {name}: {line!r} is cut mid-sentence"
+        assert "``" not in line and "\n" not in line
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = capsys.readouterr().out
+    wings = {x.split(":")[0]: x.split(":")[1].split(", ") for x in text.splitlines() if ": " in x}
+    library, research = (set(map(str.strip, wings[w])) for w in ("library", "research"))
+    assert {"eval", "serve", "train"} <= library and not {"study", "mix"} & library
+    assert {"study", "mix", "reproduce"} <= research and not {"eval", "train"} & research
+    assert "deltas vs --baseline) and" in " ".join(text.split())  # the report line, whole

@@ -27,6 +27,7 @@ from .fields import (
     help_text,
     options_of,
     param_docs,
+    summary,
 )
 
 # subcommand → "module:function" (imported only when that subcommand runs, so the CLI starts fast);
@@ -55,7 +56,8 @@ def _hint(fn: Callable[..., Any], annotation: Any) -> Any:
 
 def _add(sub: Any, name: str, fn: Callable[..., Any]) -> argparse.ArgumentParser:
     doc = description(fn)
-    parser = sub.add_parser(name, help=doc.splitlines()[0] if doc else None, description=doc)
+    line = summary(fn).replace("%", "%%") or None  # argparse %-formats a help string
+    parser = sub.add_parser(name, help=line, description=doc.replace("``", "`"))
     fields = {f.name for config in options_of(fn) or () for f in flag_fields(config)}
     params = [
         p
@@ -96,15 +98,28 @@ def subcommand_parser(name: str) -> argparse.ArgumentParser:
     return _add(sub, name, load(commands()[name]))
 
 
+def _groups(table: dict[str, str]) -> str:
+    """The subcommands by wing, for ``calyrex --help``: the library's own, then the research
+    wing's (entry points: the studies, mixes and RuleWorld that reproduce the paper)."""
+    library = [n for n in table if n in COMMANDS]
+    research = [n for n in table if n not in COMMANDS]
+    lines = ["library:  " + ", ".join(library)]
+    lines += ["research: " + ", ".join(research)] if research else []
+    return "\n".join([*lines, "", "calyrex COMMAND --help: what a command does and every flag."])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(
-        prog="calyrex", description="CALYREX: system-prompt cross-attention adapters"
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
     from ..core.plugins import load
 
     table = commands()
+    parser = argparse.ArgumentParser(
+        prog="calyrex",
+        description="CALYREX: system-prompt cross-attention adapters",
+        epilog=_groups(table),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     wanted = argv[0] if argv and argv[0] in table else None
     for name, target in table.items():
         if wanted in (None, name):

@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import re
 import textwrap
 import typing
 from collections.abc import Callable, Sequence
@@ -127,6 +128,15 @@ def description(fn: Callable[..., Any]) -> str:
     doc = inspect.getdoc(fn) or ""
     lines = doc.splitlines()
     return "\n".join(lines[: lines.index("Args:")]).rstrip() if "Args:" in lines else doc
+
+
+def summary(fn: Callable[..., Any]) -> str:
+    """``fn``'s first sentence, whole, in one line and without reST markup: its line in
+    ``calyrex --help`` (a docstring's first *line* stops mid-sentence where the text wraps)."""
+    first = description(fn).split("\n\n")[0]
+    text = " ".join(first.split()).replace("``", "`")
+    end = re.search(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)[.!?](?=\s|$)", text)
+    return text[: end.end()] if end else text
 
 
 def _default(f: dataclasses.Field) -> Any:

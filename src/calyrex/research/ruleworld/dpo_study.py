@@ -221,7 +221,8 @@ class DpoStudyOptions:
 
 @options_from(DpoStudyOptions)
 def run_dpo_study(out: str | Path, **options: Any) -> dict:
-    """Run (or resume) the study into ``out`` and write ``out/dpo-study.json``.
+    """Run (or resume) RuleWorld's SFT → DPO study: per seed and method an SFT adapter, then DPO
+    from it, each evaluated; results in ``out/dpo-study.json``.
 
     Args:
         out: the study's directory (:attr:`DpoStudyOptions.out`).
