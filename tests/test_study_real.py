@@ -435,3 +435,43 @@ def test_the_sweep_table_orders_values_and_marks_the_grown_ones():
     lines = sweep_table({"sweep": sweep})
     assert "| 0.0003†: 2.5000, 0.001: 2.4000, **0.003: 2.3000** | 0.003 |" in lines[2]
     assert any(line.startswith("† grown past") for line in lines)
+
+
+def test_many_shot_right_codes_are_tensortrusts_and_are_not_computed_twice(tmp_path):
+    """The many-shot suite's right-code prompt of a sample is Tensor Trust's hijacking right-code
+    prompt word for word; the study takes that reply (and its grant log-probability) from the
+    run's Tensor Trust rows before the suite runs, so the suite does not generate it again."""
+    from pathlib import Path
+
+    from calyrex.eval.bench import Context, EvalConfig
+    from calyrex.eval.data import append_row, read_rows
+    from calyrex.eval.runner import make_benchmark
+    from calyrex.research.study.real import share_right_codes
+
+    data = Path(__file__).parent / "fixtures" / "eval" / "tensortrust"
+    config = EvalConfig(data={"msj_hijack": str(data), "tensortrust": str(data)}, shots=[1])
+    tt, msj = make_benchmark("tensortrust"), make_benchmark("msj_hijack")
+    where = tmp_path / "eval" / "lora-s1"
+    tt_items = tt.load(str(data), Context(config, tmp_path))
+    codes = {it["id"]: it for it in tt_items if it["id"].startswith("hijacking:")}
+    codes = {k: v for k, v in codes.items() if k.endswith(":access")}
+    msj_items = msj.load(str(data), Context(config, tmp_path))
+    asked = [it for it in msj_items if it.get("access")]
+    assert len(asked) == 2
+    for item in asked:  # the precondition: the very same conversation
+        same = codes[f"hijacking:{item['sample_id']}:access"]
+        assert msj.conversation(item, None) == tt.conversation(same, None)
+    first = asked[0]
+    (where / "tensortrust").mkdir(parents=True)
+    row = {"id": f"hijacking:{first['sample_id']}:access", "response": "Access Granted"}
+    row |= {"logprobs": {"grant": -0.25}, "target_tokens": {"grant": 3}}
+    append_row(where / "tensortrust" / "tensortrust.responses.jsonl", row)
+    suite = FULL.suite("msj_hijack")
+    assert share_right_codes(FULL, tmp_path, "lora-s1", config, where / suite.key) == 1
+    rows = read_rows(where / suite.key / "msj_hijack.responses.jsonl")
+    assert rows == [
+        {"id": first["id"], "response": "Access Granted", "logprobs": {"grant": -0.25}}
+        | {"target_tokens": {"grant": 3}, "borrowed_from": "tensortrust"}
+    ]
+    # run again: nothing is taken twice; the second sample (no Tensor Trust row) is left to run
+    assert share_right_codes(FULL, tmp_path, "lora-s1", config, where / suite.key) == 0
