@@ -193,7 +193,7 @@ class StudyConfig:
     """Prompts per evaluation batch (a suite may set its own)."""
     merge_lora: bool = False
     """Evaluate LoRA folded into the weights (PEFT merge_and_unload): the same function without
-    LoRA's extra matmuls in every layer (benchmarks/eval_precision.py --merge-lora measures it)."""
+    LoRA's extra matmuls in every layer (benchmarks/eval_precision.py --lora measures it)."""
     analyze_examples: int = 48
     """Conversations the analyze stage reads (calyrex analyze --max-examples)."""
     resamples: int = 2000
