@@ -467,11 +467,11 @@ def test_many_shot_right_codes_are_tensortrusts_and_are_not_computed_twice(tmp_p
     row |= {"logprobs": {"grant": -0.25}, "target_tokens": {"grant": 3}}
     append_row(where / "tensortrust" / "tensortrust.responses.jsonl", row)
     suite = FULL.suite("msj_hijack")
-    assert share_right_codes(FULL, tmp_path, "lora-s1", config, where / suite.key) == 1
+    assert share_right_codes(FULL, tmp_path, "lora-s1", config) == 1
     rows = read_rows(where / suite.key / "msj_hijack.responses.jsonl")
     assert rows == [
         {"id": first["id"], "response": "Access Granted", "logprobs": {"grant": -0.25}}
         | {"target_tokens": {"grant": 3}, "borrowed_from": "tensortrust"}
     ]
     # run again: nothing is taken twice; the second sample (no Tensor Trust row) is left to run
-    assert share_right_codes(FULL, tmp_path, "lora-s1", config, where / suite.key) == 0
+    assert share_right_codes(FULL, tmp_path, "lora-s1", config) == 0

@@ -333,26 +333,8 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
         info = {"label": run, "model": cfg.model, "adapter": adapter and str(adapter)}
         info |= {"merge_lora": True} if merged else {}
         if suite.name == "msj_hijack":
-            share_right_codes(cfg, out, run, config, where)
+            share_right_codes(cfg, out, run, config)
         evaluate([suite.name], where, config, loader=loader_for(suite), run_info=info)
-
-
-def share_right_codes(cfg: StudyConfig, out: Path, run: str, config: Any, where: Path) -> int:
-    """Before the many-shot suite runs: its right-code prompts (a defence with its own code, no
-    shots) are Tensor Trust's, word for word, for every sample Tensor Trust also asked; those
-    replies and grant log-probabilities are taken from this run's Tensor Trust rows rather than
-    computed twice (``borrowed_from``). Measured on the base, calyrex-late8th-s0 and lora-s0,
-    which computed both: 100 of 100 replies identical, log-probabilities within 2.3e-5 (the
-    batch they ran in). Returns how many were taken."""
-    from ...eval.bench import Context
-    from ...eval.runner import make_benchmark
-
-    where.mkdir(parents=True, exist_ok=True)
-    items = make_benchmark("msj_hijack").load(config.data.get("msj_hijack"), Context(config, where))
-    added = _borrow_right_codes(cfg, out, run, items)
-    if added:
-        _say(f"eval {run} msj_hijack: {added} right-code replies from tensortrust (same prompts)")
-    return added
 
 
 def _eval_done(cfg: StudyConfig, out: Path, run: str, first: bool) -> bool:
@@ -476,7 +458,7 @@ def rescore(cfg: StudyConfig, out: Path) -> list[str]:
             stored = json.loads((where / "run.json").read_text())["config"]
             ctx = Context(EvalConfig(**stored), where)
             if suite.name == "msj_hijack":
-                _borrow_right_codes(cfg, out, run, bench.load(stored["data"].get(suite.name), ctx))
+                share_right_codes(cfg, out, run, ctx.config)
             record = run_one(bench, ctx, str(replies))
             cost = {
                 k: v for k, v in finished(out, run, suite).items() if k in ("seconds", "tokens")
@@ -487,23 +469,31 @@ def rescore(cfg: StudyConfig, out: Path) -> list[str]:
     return done
 
 
-def _borrow_right_codes(cfg: StudyConfig, out: Path, run: str, items: list[dict]) -> int:
-    """Many-shot right-code replies not yet made (:func:`share_right_codes`, and the first study's,
-    made before the suite asked each sample's right code) are taken from the same run's Tensor
-    Trust row for the *identical* prompt (the defence with its code, no shots:
+def share_right_codes(cfg: StudyConfig, out: Path, run: str, config: Any) -> int:
+    """The many-shot suite's right-code replies not yet made are taken from the same run's Tensor
+    Trust row for the *identical* prompt (a defence with its own code, no shots:
     ``msj_hijack.conversation`` is ``tensortrust._conversation`` there), with its grant
-    log-probability, marked ``borrowed_from``; the grant verdict reads only the reply's first
-    line, which both suites' reply lengths hold. Returns how many were added."""
+    log-probability, marked ``borrowed_from``, rather than computed twice. Called before the
+    suite runs, and by :func:`rescore` (the first study's replies predate the suite asking each
+    sample's right code). The grant verdict reads only the reply's first line, which both suites'
+    reply lengths hold. Measured on the base, calyrex-late8th-s0 and lora-s0, which computed both:
+    100 of 100 replies identical, log-probabilities within 2.3e-5 (the batch they ran in).
+    ``config``: the suite's ``EvalConfig``. Returns how many were taken."""
+    from ...eval.bench import Context
     from ...eval.data import append_row, read_rows
+    from ...eval.runner import make_benchmark
 
     suite = next(s for s in cfg.suites if s.name == "msj_hijack")
-    file = out / "eval" / run / suite.key / "msj_hijack.responses.jsonl"
-    have = {r["id"] for r in read_rows(file)} if file.is_file() else set()
+    where = out / "eval" / run / suite.key
     tt = next((s for s in cfg.suites if s.name == "tensortrust"), None)
     source = tt and out / "eval" / run / tt.key / "tensortrust.responses.jsonl"
     if source is None or not source.is_file():
         return 0
+    where.mkdir(parents=True, exist_ok=True)
+    file = where / "msj_hijack.responses.jsonl"
+    have = {r["id"] for r in read_rows(file)} if file.is_file() else set()
     codes = {r["id"]: r for r in read_rows(source)}
+    items = make_benchmark("msj_hijack").load(config.data.get("msj_hijack"), Context(config, where))
     added = 0
     for item in items:
         row = codes.get(f"hijacking:{item['sample_id']}:access")
@@ -511,6 +501,8 @@ def _borrow_right_codes(cfg: StudyConfig, out: Path, run: str, items: list[dict]
             kept = {k: row[k] for k in ("response", "logprobs", "target_tokens") if k in row}
             append_row(file, {"id": item["id"], **kept, "borrowed_from": "tensortrust"})
             added += 1
+    if added:
+        _say(f"eval {run} msj_hijack: {added} right-code replies from tensortrust (same prompts)")
     return added
 
 
