@@ -22,17 +22,37 @@ def test_verdicts_follow_the_interval_and_the_direction():
     assert verdict(up, {"ci95": [math.nan, math.nan]}, "lora") == "no difference resolved"
 
 
-def test_runs_put_the_papers_comparison_first_and_each_dpo_arm_after_its_start():
+def test_runs_put_the_papers_comparison_first_and_each_dpo_arm_right_after_its_start():
     order = [name for name, _, _ in runs(FULL)]
     assert order[:4] == ["base", "calyrex-late8th-s0", "lora-s0", "parallel_mlp-s0"]
     assert len(order) == len(set(order))
     for name, arm, seed in runs(FULL)[1:]:
-        if arm.init_from:  # a DPO arm starts from its SFT adapter, which must exist first
-            assert order.index(f"{arm.init_from}-s{seed}") < order.index(name)
+        if arm.init_from:  # a DPO arm follows the SFT run whose adapter it starts from at once
+            assert order.index(f"{arm.init_from}-s{seed}") == order.index(name) - 1
     firsts = [order.index(f"{a}-s0") for a in ("calyrex-late8th", "lora", "parallel_mlp")]
     assert max(firsts) < min(order.index(n) for n in order if n.endswith("-s1"))
+    sft = [n for n, arm, _ in runs(FULL)[1:] if not arm.init_from]
     main_arms = [n for n, arm, _ in runs(FULL)[1:] if arm.seeds is None and not arm.init_from]
-    assert order[1 : 1 + len(main_arms)] == main_arms, "every seed of the comparison first"
+    assert sft[: len(main_arms)] == main_arms, "every seed of the comparison before other arms"
+    # DPO on seeds 1 and 2 (ParallelMLP's on 1): seed 0's SFT adapters are not kept
+    dpo = [n for n, arm, _ in runs(FULL) if arm and arm.init_from]
+    assert dpo == ["calyrex-dpo-s1", "lora-dpo-s1", "parallel_mlp-dpo-s1"] + [
+        "calyrex-dpo-s2",
+        "lora-dpo-s2",
+    ]
+    assert [n for n, arm, _ in runs(QUICK) if arm and arm.init_from][0] == "calyrex-dpo-s0"
+
+
+def test_a_dpo_sweep_starts_from_its_first_seeds_sft_adapter(tmp_path, monkeypatch):
+    import calyrex.research.study.real as real
+
+    seen = []
+    monkeypatch.setattr(real, "_train", lambda cfg, arm, seed, *a, **k: seen.append(seed))
+    with pytest.raises(FileNotFoundError):  # no summary written by the stub
+        real._sweep_loss(FULL, FULL.arm("calyrex-dpo"), "calyrex-dpo", 1e-4, 4, tmp_path, tmp_path)
+    with pytest.raises(FileNotFoundError):
+        real._sweep_loss(FULL, FULL.arm("lora"), "lora-sft", 1e-4, 4, tmp_path, tmp_path)
+    assert seen == [1, 0]
 
 
 @pytest.mark.parametrize(
@@ -81,15 +101,20 @@ def test_a_dpo_run_to_redo_brings_back_the_sft_adapter_it_starts_from(tmp_path):
 
     sft, dpo = FULL.arm("parallel_mlp"), FULL.arm("parallel_mlp-dpo")
     for arm in (sft, dpo):
-        (tmp_path / "train" / f"{arm.label}-s0").mkdir(parents=True)
-        (tmp_path / "train" / f"{arm.label}-s0" / "summary.json").write_text("{}")
-    for suite in FULL.suites:  # the SFT run is fully evaluated, the DPO run is not
+        (tmp_path / "train" / f"{arm.label}-s1").mkdir(parents=True)
+        (tmp_path / "train" / f"{arm.label}-s1" / "summary.json").write_text("{}")
+    for suite in FULL.suites:  # the SFT run is fully evaluated (a second seed), the DPO run not
+        where = tmp_path / "eval" / "parallel_mlp-s1" / suite.key
+        where.mkdir(parents=True)
+        (where / f"{suite.name}.json").write_text(json.dumps({"status": "ok"}))
+    assert _adapter_needed(FULL, tmp_path, dpo, 1)
+    assert _adapter_needed(FULL, tmp_path, sft, 1)
+    (tmp_path / "train" / "parallel_mlp-dpo-s1" / "adapter").mkdir()  # its adapter is here
+    assert not _adapter_needed(FULL, tmp_path, sft, 1)
+    for suite in FULL.suites:  # seed 0 evaluated: no DPO run starts from it, so it is not kept
         where = tmp_path / "eval" / "parallel_mlp-s0" / suite.key
         where.mkdir(parents=True)
         (where / f"{suite.name}.json").write_text(json.dumps({"status": "ok"}))
-    assert _adapter_needed(FULL, tmp_path, dpo, 0)
-    assert _adapter_needed(FULL, tmp_path, sft, 0)
-    (tmp_path / "train" / "parallel_mlp-dpo-s0" / "adapter").mkdir()  # its adapter is here
     assert not _adapter_needed(FULL, tmp_path, sft, 0)
 
 
@@ -328,11 +353,11 @@ def test_an_arm_names_the_mix_it_trains_on():
     assert order[-2:] == ["calyrex-fewer-granted-s1", "lora-fewer-granted-s1"]  # a second seed
     assert all(name.endswith("-s0") for name, _, _ in runs(QUICK)[1:])  # --quick: one seed
     assert V1.arm("lora-fewer-granted").data == "sft-fewer-granted.jsonl"
-    # the trained study: the main comparison on 3 seeds, then DPO (3 seeds for CALYREX and LoRA,
-    # ParallelMLP's one), then the other placement
+    # the trained study: the main comparison on 3 seeds, DPO (2 seeds for CALYREX and LoRA,
+    # ParallelMLP's one) among them, then the other placement
     order = [name for name, _, _ in runs(FULL)]
     assert order[1:4] == ["calyrex-late8th-s0", "lora-s0", "parallel_mlp-s0"]
-    assert order[-1] == "calyrex-analyze-s0" and len(order) == 1 + 9 + 7 + 1
+    assert order[-1] == "calyrex-analyze-s0" and len(order) == 1 + 9 + 5 + 1
 
 
 def test_first_seed_only_rows_do_not_count_as_unfinished_seeds():

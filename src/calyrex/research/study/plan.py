@@ -18,18 +18,20 @@ def run_name(arm: Arm, seed: int) -> str:
 def runs(cfg: StudyConfig) -> list[tuple[str, Arm | None, int | None]]:
     """(run name, arm, seed) of every model, in the order they are made: the base, then the
     paper's comparison (the SFT arms trained on every seed) seed by seed, so a study cut short
-    holds whole comparisons; then the DPO arms (each starts from one of those), then the extra
-    arms (another placement, equal wall time)."""
+    holds whole comparisons, each DPO arm right after the SFT run it starts from (committed
+    results keep no weights: an SFT adapter lost with a machine before its DPO run had to be
+    trained again); then the extra arms (another placement, equal wall time)."""
     out: list[tuple[str, Arm | None, int | None]] = [("base", None, None)]
     seeds = sorted({s for a in cfg.arms for s in cfg.seeds_of(a)})
     main = [a for a in cfg.arms if not a.init_from and a.seeds is None]
-    dpo = [a for a in cfg.arms if a.init_from]
     extra = [a for a in cfg.arms if not a.init_from and a.seeds is not None]
-    for group in (main, dpo, extra):
+    for group in (main, extra):
         for seed in seeds:
-            for arm in group:
-                if seed in cfg.seeds_of(arm):
-                    out.append((run_name(arm, seed), arm, seed))
+            for arm in (a for a in group if seed in cfg.seeds_of(a)):
+                out.append((run_name(arm, seed), arm, seed))
+                for dpo in (a for a in cfg.arms if a.init_from == arm.label):
+                    if seed in cfg.seeds_of(dpo):
+                        out.append((run_name(dpo, seed), dpo, seed))
     return out
 
 

@@ -193,8 +193,8 @@ def _train(cfg: StudyConfig, arm: Arm, seed: int, data: Path, where: Path, **kw:
 
 
 def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path) -> float:
-    """``arm``'s learning rate: the recipe's, or with a grid the value whose seed-0 run of
-    ``sweep_steps`` (DPO: ``dpo_sweep_steps``, from the seed-0 SFT adapter) ends at the lowest
+    """``arm``'s learning rate: the recipe's, or with a grid the value whose first-seed run of
+    ``sweep_steps`` (DPO: ``dpo_sweep_steps``, from that seed's SFT adapter) ends at the lowest
     validation loss — swept once per method and objective, in ``OUT/sweep/`` (resumable), the
     losses and the choice in ``OUT/sweep/chosen.json``. A winner at the grid's edge is not a
     chosen value: the grid grows past that edge in its 1-3-10 steps (one more decade of the
@@ -248,14 +248,15 @@ def _past_edge(values: list[float], up: bool) -> float:
 def _sweep_loss(
     cfg: StudyConfig, arm: Arm, key: str, lr: float, steps: int, data: Path, out: Path
 ) -> float:
-    """The best validation loss of ``arm``'s method at ``lr`` (seed 0, ``steps`` steps); the
-    method's plain arm (late8th) stands for every arm of the method."""
+    """The best validation loss of ``arm``'s method at ``lr`` (``arm``'s first seed, ``steps``
+    steps); the method's plain arm (late8th) stands for every arm of the method."""
     where = out / "sweep" / f"{key}-lr{lr:g}"
     if not (where / "summary.json").is_file():
         _say(f"sweep {where.name}")
         plain = replace(arm, placement="late8th")
         budget = {"lr": lr, "max_steps": steps, "eval_steps": steps, "eval_on_start": False}
-        _train(cfg, plain, 0, data, where, save_steps=max(1, steps // 4), **budget)
+        seed = cfg.seeds_of(arm)[0]
+        _train(cfg, plain, seed, data, where, save_steps=max(1, steps // 4), **budget)
     summary = json.loads((where / "summary.json").read_text())
     return summary["validation"]["best"]["eval_loss"]
 

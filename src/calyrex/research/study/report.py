@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import BASELINES, CALYREX, CAPABILITY, CHANGES, DESCRIBED, StudyConfig
+from .config import BASELINES, CALYREX, CAPABILITY, CHANGES, DESCRIBED, Arm, StudyConfig
 from .plan import finished, run_name, runs
 
 Z95 = 1.959964
@@ -338,7 +338,7 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
             if cells.get(CALYREX) and cells.get(base):
                 k = min(len(cells[CALYREX]["per_seed"]), len(cells[base]["per_seed"]))
                 ours, theirs = (
-                    cells[x] if len(cells[x]["per_seed"]) == k else _first_seeds(cfg, out, x, m, k)
+                    cells[x] if len(cells[x]["per_seed"]) == k else _over_seeds(cfg, out, x, m, k)
                     for x in (CALYREX, base)
                 )  # paired over the seeds both have finished
                 diff = _difference(cfg, ours, theirs)
@@ -353,7 +353,8 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         row["dpo_gain"], gains = {}, {}
         for arm in cfg.arms:  # what preference training added to its SFT starting point
             if arm.init_from and cells.get(arm.label) and cells.get(arm.init_from):
-                sft = _first_seeds(cfg, out, arm.init_from, m, len(cells[arm.label]["per_seed"]))
+                k = len(cells[arm.label]["per_seed"])  # its SFT start, over the same seeds
+                sft = _over_seeds(cfg, out, arm.init_from, m, k, like=arm)
                 if sft:
                     gains[arm.init_from] = _minus(cells[arm.label], sft)
                     gain = _summary_of(cfg, gains[arm.init_from])
@@ -365,7 +366,7 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         for change, (_, lora) in ((c, v) for c, v in CHANGES.items() if cells.get(c)):
             k = len(cells[change]["per_seed"])
             for other in (lora, CALYREX):
-                ref = cells.get(other) and _first_seeds(cfg, out, other, m, k)
+                ref = cells.get(other) and _over_seeds(cfg, out, other, m, k)
                 if ref:
                     diff = _difference(cfg, cells[change], ref)
                     verdict_ = verdict(m, diff, other, change)
@@ -378,12 +379,14 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     return table
 
 
-def _first_seeds(
-    cfg: StudyConfig, out: Path, label: str, m: Metric, k: int
+def _over_seeds(
+    cfg: StudyConfig, out: Path, label: str, m: Metric, k: int, like: Arm | None = None
 ) -> dict[str, Any] | None:
-    """``label``'s cell over its first ``k`` seeds only (the seeds a DPO arm started from)."""
+    """``label``'s cell over the first ``k`` seeds of ``like`` (default: its own) only: the seeds
+    another arm has finished, or those a DPO arm started from."""
     arm = cfg.arm(label)
-    return _cell(replace(cfg, arms=(replace(arm, seeds=cfg.seeds_of(arm)[:k]),)), out, label, m)
+    seeds = cfg.seeds_of(like or arm)[:k]
+    return _cell(replace(cfg, arms=(replace(arm, seeds=seeds),)), out, label, m)
 
 
 def _public(cell: dict[str, Any]) -> dict[str, Any]:
