@@ -216,6 +216,20 @@ def test_a_gain_minus_a_gain_is_paired_item_by_item():
     assert no_items["se"] == pytest.approx(0.05) and "items" not in no_items
 
 
+def test_a_dpo_gain_pairs_each_dpo_seed_with_the_same_seed_of_its_sft_run(monkeypatch, tmp_path):
+    import calyrex.research.study.report as report
+
+    seen = []
+    monkeypatch.setattr(
+        report, "_cell", lambda cfg, out, label, m: seen.append(cfg.seeds_of(cfg.arm(label)))
+    )
+    m = Metric("s", "m", "t")
+    report._over_seeds(FULL, tmp_path, "calyrex-late8th", m, 1, like=FULL.arm("calyrex-dpo"))
+    report._over_seeds(FULL, tmp_path, "calyrex-late8th", m, 2, like=FULL.arm("calyrex-dpo"))
+    report._over_seeds(FULL, tmp_path, "lora", m, 2)  # a baseline over the seeds CALYREX has
+    assert seen == [(1,), (1, 2), (0, 1)]
+
+
 def test_the_claims_are_worded_from_the_verdicts():
     from calyrex.research.study.markdown import claims, dpo_verdict
 
