@@ -47,12 +47,19 @@ def test_a_dpo_sweep_starts_from_its_first_seeds_sft_adapter(tmp_path, monkeypat
     import calyrex.research.study.real as real
 
     seen = []
-    monkeypatch.setattr(real, "_train", lambda cfg, arm, seed, *a, **k: seen.append(seed))
-    with pytest.raises(FileNotFoundError):  # no summary written by the stub
-        real._sweep_loss(FULL, FULL.arm("calyrex-dpo"), "calyrex-dpo", 1e-4, 4, tmp_path, tmp_path)
-    with pytest.raises(FileNotFoundError):
-        real._sweep_loss(FULL, FULL.arm("lora"), "lora-sft", 1e-4, 4, tmp_path, tmp_path)
-    assert seen == [1, 0]
+
+    def train(cfg, arm, seed, data, where, **budget):  # records the seed, writes a summary
+        seen.append(seed)
+        where.mkdir(parents=True)
+        best = {"validation": {"best": {"eval_loss": 1.5}}}
+        (where / "summary.json").write_text(json.dumps(best))
+
+    monkeypatch.setattr(real, "_train", train)
+    dpo = real._sweep_loss(
+        FULL, FULL.arm("calyrex-dpo"), "calyrex-dpo", 1e-4, 4, tmp_path, tmp_path
+    )
+    sft = real._sweep_loss(FULL, FULL.arm("lora"), "lora-sft", 1e-4, 4, tmp_path, tmp_path)
+    assert seen == [1, 0] and dpo == sft == 1.5
 
 
 @pytest.mark.parametrize(

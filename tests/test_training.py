@@ -584,8 +584,7 @@ def test_validation_loss_is_logged_and_the_best_adapter_is_kept(backbone, tmp_pa
     """--eval-data: the validation loss in metrics.jsonl every --eval-steps and at the last
     step; OUT/adapter holds the adapter of the lowest one (best.json names its step)."""
     base_dir, data = backbone
-    rows = _sort_rows(12, seed=9)
-    val = _write_jsonl(tmp_path / "val.jsonl", rows)
+    val = _write_jsonl(tmp_path / "val.jsonl", _sort_rows(12, seed=9))
     out = tmp_path / method
     cfg = TrainConfig(
         model=str(base_dir),
