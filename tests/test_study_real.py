@@ -1,5 +1,6 @@
-"""``calyrex study real``: the whole chain on SmolLM2 in its quick preset (every stage, a few
-examples), its resumption, its report's arithmetic, and the CLI's positional argument."""
+"""``calyrex study real``: the whole chain in its quick preset (every stage, a few examples) on a
+tiny Llama with SmolLM2's tokenizer and template (on SmolLM2 itself with ``--slow``: 22 min on
+an AVX2-only CPU), its resumption, its report's arithmetic, and the CLI's positional argument."""
 
 import json
 import math
@@ -132,10 +133,29 @@ def test_cli_takes_the_study_as_a_positional_argument(capsys):
     assert "invalid choice: 'nosuch' (choose from 'real', 'ruleworld')" in capsys.readouterr().err
 
 
+@pytest.fixture(scope="module")
+def tiny_smollm2(smollm2_dir, tmp_path_factory):
+    """A randomly initialised 8-layer Llama of 3 M parameters (its embedding, mostly) with
+    SmolLM2's own tokenizer and chat template: the study's every stage at a fraction of the cost."""
+    from transformers import AutoTokenizer
+
+    from calyrex.backbones.tiny import tiny_model
+
+    where = tmp_path_factory.mktemp("tiny-smollm2")
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    ids = {f"{k}_token_id": getattr(tok, f"{k}_token_id") for k in ("bos", "eos", "pad")}
+    tiny_model("llama", num_hidden_layers=8, vocab_size=len(tok), **ids).save_pretrained(where)
+    tok.save_pretrained(where)
+    return str(where)
+
+
 @pytest.mark.usefixtures("real_data")
-def test_quick_study_runs_every_stage_and_resumes(tmp_path):
+@pytest.mark.parametrize("model", ["tiny", pytest.param("smollm2", marks=pytest.mark.slow)])
+def test_quick_study_runs_every_stage_and_resumes(model, tmp_path, request):
     out = tmp_path / "study"
-    assert main(["study", "real", "--quick", "--out", str(out)]) == 0
+    named = request.getfixturevalue("tiny_smollm2") if model == "tiny" else model
+    command = ["study", "real", "--quick", "--model", named, "--out", str(out)]
+    assert main(command) == 0
     report = json.loads((out / "report.json").read_text())
     arms = {a.label for a in QUICK.arms}
     assert set(report["training"]) == arms
@@ -171,7 +191,7 @@ def test_quick_study_runs_every_stage_and_resumes(tmp_path):
 
     stamps = {p: p.stat().st_mtime_ns for p in (out / "train").rglob("*") if p.is_file()}
     stamps |= {p: p.stat().st_mtime_ns for p in (out / "eval").rglob("*.jsonl")}
-    assert main(["study", "real", "--quick", "--out", str(out)]) == 0
+    assert main(command) == 0
     # resuming redoes nothing (how long a study takes is a benchmark's business, not a test's)
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps, "a finished unit was redone"
 
