@@ -580,10 +580,27 @@ def test_every_rank_trains_in_rank_zeros_precision(tmp_path):
 
 
 @pytest.mark.parametrize("method", ["calyrex", "lora"])
-def test_validation_loss_is_logged_and_the_best_adapter_is_kept(backbone, tmp_path, method):
+def test_validation_loss_is_logged_and_the_best_adapter_is_kept(
+    backbone, tmp_path, method, monkeypatch
+):
     """--eval-data: the validation loss in metrics.jsonl every --eval-steps and at the last
-    step; OUT/adapter holds the adapter of the lowest one (best.json names its step)."""
+    step; OUT/adapter holds the adapter of the lowest one (best.json names its step), which is
+    the adapter the run had at that step (its checkpoint), not the last one."""
     base_dir, data = backbone
+    if method == "lora":  # LoRA's loss flattens at the task's floor at this rate (~4.5), where
+        # which step is lowest is the CPU's rounding (AVX2 vs AMX): its best is scripted, a dip
+        # at step 6 that no real step reaches, on top of the measured losses
+        from calyrex.training.trainer import AdapterTrainer
+
+        measured = AdapterTrainer.evaluation_loop
+
+        def dipped(self, *args, **kw):
+            output = measured(self, *args, **kw)
+            if self.state.global_step == 6:
+                output.metrics["eval_loss"] -= 10.0
+            return output
+
+        monkeypatch.setattr(AdapterTrainer, "evaluation_loop", dipped, raising=False)
     val = _write_jsonl(tmp_path / "val.jsonl", _sort_rows(12, seed=9))
     out = tmp_path / method
     cfg = TrainConfig(
@@ -599,6 +616,8 @@ def test_validation_loss_is_logged_and_the_best_adapter_is_kept(backbone, tmp_pa
         lr=0.3,  # too large on purpose: CALYREX's validation loss rises again after its best
         precision="fp32",
         logging_steps=1,
+        save_steps=3,  # every evaluated step's adapter, to compare the kept one with
+        save_total_limit=10,
         progress=False,
     )
     train(cfg)
@@ -611,13 +630,23 @@ def test_validation_loss_is_logged_and_the_best_adapter_is_kept(backbone, tmp_pa
     best = min(evals, key=lambda e: e["eval_loss"])
     summary = json.loads((out / "summary.json").read_text())["validation"]
     assert summary["best"]["step"] == best["step"] and summary["evaluations"] == 5
-    if method == "calyrex":  # not vacuous: the kept adapter is not the last one. CALYREX's
-        # loss rises clearly after its best (4.46 → 4.86); LoRA's flattens at the task's floor
-        # (~4.5) at this rate, where which step is lowest was the CPU's rounding (AVX2 vs AMX)
-        assert 0 < best["step"] < 12, "the kept adapter is the last one: vacuous"
-    name = "adapter_model.safetensors"
-    kept, final = load_file(out / f"best-{best['step']}" / name), load_file(out / "adapter" / name)
-    assert kept.keys() == final.keys() and all(torch.equal(kept[k], final[k]) for k in kept)
+    # not vacuous: the kept adapter is not the last one (CALYREX's loss rises clearly after its
+    # best, 4.46 → 4.86; LoRA's best is the scripted dip)
+    assert 0 < best["step"] < 12, "the kept adapter is the last one: vacuous"
+    assert method == "calyrex" or best["step"] == 6
+
+    def weights(where):
+        found = list(where.glob("*.safetensors"))
+        assert len(found) == 1, found
+        return load_file(found[0])
+
+    def same(a, b):
+        return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    kept = weights(out / "adapter")
+    assert same(kept, weights(out / f"best-{best['step']}"))
+    assert same(kept, weights(out / f"checkpoint-{best['step']}")), "not the best step's adapter"
+    assert not same(kept, weights(out / "checkpoint-12")), "the last step's adapter"
     assert sorted(p.name for p in out.glob("best-*")) == [f"best-{best['step']}"]
 
 
