@@ -540,3 +540,47 @@ def test_many_shot_right_codes_are_tensortrusts_and_are_not_computed_twice(tmp_p
     ]
     # run again: nothing is taken twice; the second sample (no Tensor Trust row) is left to run
     assert share_right_codes(FULL, tmp_path, "lora-s1", config) == 0
+
+
+def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys):
+    """--stages status: each model's training (finished / resumable from a checkpoint / not
+    started) and evaluation, the sweeps and the hours spent, from the folder alone."""
+    from calyrex.research.study.real import run_study
+
+    with pytest.raises(ValueError, match="no study in"):
+        run_study(FULL, tmp_path, ("status",))
+    (tmp_path / "study.json").write_text("{}")
+    done = tmp_path / "train" / "calyrex-late8th-s0"
+    done.mkdir(parents=True)
+    best = {"step": 300, "eval_loss": 2.25, "dir": "best-300"}
+    summary = {"steps": 496, "seconds": 7200.0, "validation": {"best": best}}
+    (done / "summary.json").write_text(json.dumps(summary))
+    for step in (20, 100):  # the latest by step, not by name
+        point = tmp_path / "train" / "lora-s0" / f"checkpoint-{step}"
+        point.mkdir(parents=True)
+        state = {"global_step": step, "max_steps": 496}
+        (point / "trainer_state.json").write_text(json.dumps(state))
+    sweep = tmp_path / "sweep" / "calyrex-sft-lr0.001"
+    sweep.mkdir(parents=True)
+    (sweep / "summary.json").write_text(json.dumps({"seconds": 1800.0}))
+    for suite in FULL.suites[:3]:
+        where = tmp_path / "eval" / "base" / suite.key
+        where.mkdir(parents=True)
+        record = {"status": "ok", "seconds": 600.0}
+        (where / f"{suite.name}.json").write_text(json.dumps(record))
+    before = sorted(p for p in tmp_path.rglob("*"))
+    found = run_study(FULL, tmp_path, ("status",))
+    assert sorted(p for p in tmp_path.rglob("*")) == before  # nothing written
+    rows = {r["run"]: r for r in found["runs"]}
+    assert [r["run"] for r in found["runs"]] == [name for name, _, _ in runs(FULL)]
+    assert rows["base"]["evaluated"] == 3 and rows["base"]["suites"] == len(FULL.suites)
+    assert rows["calyrex-late8th-s0"]["training"]["state"] == "finished"
+    assert rows["lora-s0"]["training"] == {"state": "interrupted", "step": 100, "of": 496}
+    assert rows["parallel_mlp-s0"]["training"] == {"state": "not started"}
+    assert found["hours"] == {"sweep": 0.5, "train": 2.0, "eval": 0.5, "total": 3.0}
+    text = capsys.readouterr().out
+    assert "| calyrex-late8th-s0 | finished: 496 steps, best step 300 (val 2.2500), 2.00 h" in text
+    assert "| lora-s0 | resumes from step 100 of 496 |" in text
+    assert "compute spent: sweep 0.5 h, train 2.0 h, eval 0.5 h, total 3.0 h" in text
+    with pytest.raises(ValueError, match="give it alone"):
+        run_study(FULL, tmp_path, ("status", "eval"))

@@ -25,7 +25,8 @@ class StudyOptions:
     runs/study-WHICH-quick)."""
     stages: list[str] | None = None
     """A subset of mix analyze sweep train eval report, or rescore (score stored replies
-    again)."""
+    again), or status (where the study stands: each model's training and evaluation, the
+    hours spent; reads the folder only)."""
     runs: list[str] | None = None
     """Only these models (base, lora-s0, ...)."""
     v1: bool = False
@@ -39,7 +40,7 @@ def study(which: Which, /, **options: Any) -> dict[str, Any]:
     3 seeds, real benchmarks) or `ruleworld`. Resumable: rerun the same command to continue.
 
     --quick: every stage on a few examples. --stages mix analyze train eval report (a subset;
-    also rescore: score stored replies again). --runs base lora-s0 …: only these models.
+    also rescore: score stored replies again; status: where the study stands, read only). --runs base lora-s0 …: only these models.
     --v1: the first study's small suites (results/study-real-MODEL). Writes OUT/report.md and
     OUT/report.json. Default OUT: results/study-real-MODEL-v2, committed without its weights
     (.gitignore: adapters, checkpoints, the mix files), so a later session resumes it;

@@ -30,7 +30,7 @@ from .config import Arm, StudyConfig, Suite
 from .plan import due, finished, run_name, runs
 
 STAGES = ("mix", "analyze", "sweep", "train", "eval", "report")
-EXTRA_STAGES = ("rescore",)
+EXTRA_STAGES = ("rescore", "status")
 # what a finished unit was made with: a rerun with other values would mix two recipes (arms
 # and suites may be added to a study; evaluation limits are recorded in each suite's run.json)
 RECIPE = ("model", "mix_rows", "preference_rows", "steps", "dpo_steps", "batch_size")
@@ -385,6 +385,16 @@ def run_study(
         names = ", ".join(STAGES + EXTRA_STAGES)
         raise ValueError(f"unknown stages {sorted(unknown)}; choose from {names}")
     out = Path(out)
+    if "status" in stages:  # reads the folder, writes nothing
+        from .status import lines, status
+
+        if len(stages) > 1:
+            raise ValueError("--stages status only reads the study's folder: give it alone")
+        if not (out / "study.json").is_file():
+            raise ValueError(f"no study in {out} (no study.json): nothing to report")
+        found = status(cfg, out)
+        print("\n".join(lines(found)))
+        return found
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     plan = out / "study.json"

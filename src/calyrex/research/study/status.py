@@ -1,0 +1,106 @@
+"""``calyrex study real --stages status``: where a study stands, read from its folder alone.
+
+One line per model in the order the study makes them: its training (finished: steps, best
+validation step and loss, hours; interrupted: the last checkpoint it resumes from, of how many
+steps; not started) and its evaluation (suites finished of those due, hours), then the sweeps
+and the compute spent so far. Nothing is loaded or run: a session deciding what it can finish
+reads this first.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .config import StudyConfig
+from .plan import due, finished, runs
+
+
+def _checkpoint(where: Path) -> dict[str, Any] | None:
+    """The latest checkpoint's step and the run's planned steps (its ``trainer_state.json``)."""
+    states = sorted(
+        where.glob("checkpoint-*/trainer_state.json"),
+        key=lambda p: int(p.parent.name.rsplit("-", 1)[1]),
+    )
+    if not states:
+        return None
+    state = json.loads(states[-1].read_text())
+    return {"step": state.get("global_step"), "of": state.get("max_steps")}
+
+
+def training(where: Path) -> dict[str, Any]:
+    """What ``train/RUN`` holds: ``state`` finished / interrupted / started / not started."""
+    summary = where / "summary.json"
+    if summary.is_file():
+        record = json.loads(summary.read_text())
+        best = (record.get("validation") or {}).get("best") or {}
+        found = {"state": "finished", "steps": record.get("steps"), "seconds": record["seconds"]}
+        found |= {"best_step": best.get("step"), "val_loss": best.get("eval_loss")}
+        return found | {"adapter": (where / "adapter").is_dir()}
+    point = _checkpoint(where)
+    if point is not None:
+        return {"state": "interrupted", **point}
+    return {"state": "started" if (where / "metrics.jsonl").is_file() else "not started"}
+
+
+def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
+    """Every model's training and evaluation state, the sweeps, and the hours spent."""
+    rows = []
+    for run, arm, seed in runs(cfg):
+        first = arm is None or seed == cfg.seeds_of(arm)[0]
+        records = [finished(out, run, s) for s in due(cfg, first)]
+        done = [r for r in records if r is not None]
+        row = {"run": run, "suites": len(records), "evaluated": len(done)}
+        row["eval_seconds"] = sum(r.get("seconds", 0) for r in done)
+        row["training"] = None if arm is None else training(out / "train" / run)
+        rows.append(row)
+    sweeps = sorted(p.parent.name for p in (out / "sweep").glob("*/summary.json"))
+    chosen_file = out / "sweep" / "chosen.json"
+    chosen = json.loads(chosen_file.read_text()) if chosen_file.is_file() else {}
+    sweep_s = sum(
+        json.loads((out / "sweep" / name / "summary.json").read_text())["seconds"]
+        for name in sweeps
+    )
+    train_s = sum(r["training"].get("seconds", 0) for r in rows if r["training"])
+    eval_s = sum(r["eval_seconds"] for r in rows)
+    spent = {"sweep": sweep_s, "train": train_s, "eval": eval_s}
+    spent["total"] = sum(spent.values())
+    return {
+        "runs": rows,
+        "sweeps": sweeps,
+        "chosen": {k: v["lr"] for k, v in chosen.items()},
+        "hours": {k: round(v / 3600, 2) for k, v in spent.items()},
+    }
+
+
+def _training_text(t: dict[str, Any] | None) -> str:
+    if t is None:
+        return "—"
+    if t["state"] == "finished":
+        kept = "" if t["adapter"] else ", adapter not here"
+        return (
+            f"finished: {t['steps']} steps, best step {t['best_step']} "
+            f"(val {t['val_loss']:.4f}), {t['seconds'] / 3600:.2f} h{kept}"
+        )
+    if t["state"] == "interrupted":
+        return f"resumes from step {t['step']} of {t['of']}"
+    return t["state"]
+
+
+def lines(found: dict[str, Any]) -> list[str]:
+    """:func:`status` as a table and two summary lines."""
+    out = ["| model | training | evaluation |", "|---|---|---|"]
+    for r in found["runs"]:
+        evaluated = f"{r['evaluated']} of {r['suites']} suites"
+        if r["evaluated"]:
+            evaluated += f", {r['eval_seconds'] / 3600:.2f} h"
+        out.append(f"| {r['run']} | {_training_text(r['training'])} | {evaluated} |")
+    chosen = ", ".join(f"{k} {v:g}" for k, v in found["chosen"].items()) or "none yet"
+    out.append(f"sweeps: {len(found['sweeps'])} runs; learning rates chosen: {chosen}")
+    h = found["hours"]
+    out.append(
+        f"compute spent: sweep {h['sweep']} h, train {h['train']} h, eval {h['eval']} h, "
+        f"total {h['total']} h"
+    )
+    return out
