@@ -584,3 +584,28 @@ def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys
     assert "compute spent: sweep 0.5 h, train 2.0 h, eval 0.5 h, total 3.0 h" in text
     with pytest.raises(ValueError, match="give it alone"):
         run_study(FULL, tmp_path, ("status", "eval"))
+
+
+def test_a_run_the_epoch_cap_stopped_while_its_loss_fell_is_not_called_converged(tmp_path):
+    """The training table's `last fall` and the words under it: a run whose last evaluation is
+    its best, not stopped by patience, was still improving when the cap ended it."""
+    from calyrex.research.study.markdown import _training_words
+    from calyrex.research.study.report import _at_the_end
+
+    def run(name, losses, stopped):
+        where = tmp_path / "train" / name
+        where.mkdir(parents=True)
+        rows = [{"step": 100 * k, "eval_loss": v} for k, v in enumerate(losses)]
+        (where / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        best = min(rows, key=lambda r: r["eval_loss"])["step"]
+        return name, {"validation": {"best": {"step": best}, "stopped_early": stopped}}
+
+    falling = run("calyrex-late8th-s0", [2.52, 2.43, 2.38, 2.37], False)
+    turned = run("parallel_mlp-s0", [2.52, 2.38, 2.35, 2.38, 2.37], True)
+    assert _at_the_end(tmp_path, [falling]) == {"last_fall": [0.01], "capped": 1}
+    assert _at_the_end(tmp_path, [turned]) == {"last_fall": [0.01], "capped": 0}
+    rows = {"calyrex-late8th": {"capped": 1, "last_fall": [0.01], "seeds": 1}}
+    rows["parallel_mlp"] = {"capped": 0, "last_fall": [0.01], "seeds": 1}
+    words = _training_words({"sweep": {"x": 1}, "training": rows})[0]
+    assert "Still improving when the epoch cap stopped them" in words
+    assert "calyrex-late8th (1 of 1 runs)" in words and "parallel_mlp (" not in words

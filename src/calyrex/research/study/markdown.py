@@ -108,7 +108,7 @@ def training_table(report: dict[str, Any]) -> list[str]:
     converged = any("best_steps" in r for r in report["training"].values())
     head = "| arm | method | placement | trainable | vs CALYREX | lr | steps | seeds | s/step | s/run | loss |"
     if converged:
-        head += " best step | val loss | epochs | stopped early |"
+        head += " best step | val loss | epochs | stopped early | last fall |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for label, r in report["training"].items():
         line = (
@@ -117,11 +117,12 @@ def training_table(report: dict[str, Any]) -> list[str]:
             f"{r['seconds_per_step']} | {r['seconds_mean']} | {r['train_loss_mean']} |"
         )
         if converged:
+            falls = ", ".join(f"{f:+.4f}" for f in r.get("last_fall", [])) or "–"
             line += (
                 f" {', '.join(map(str, r['best_steps']))} | {r['val_loss_mean']} | "
-                f"{r['epochs_mean']} | {r['stopped_early']} of {r['seeds']} |"
+                f"{r['epochs_mean']} | {r['stopped_early']} of {r['seeds']} | {falls} |"
                 if "best_steps" in r
-                else " – | – | – | – |"
+                else " – | – | – | – | – |"
             )
         lines.append(line)
     return lines
@@ -383,9 +384,19 @@ def _training_words(report: dict[str, Any]) -> list[str]:
         return ["Every arm: the same data, steps, batch, sequence length and learning rate.", ""]
     words = (
         "Every arm: the same data, batch and sequence length; each method at the learning rate "
-        "its sweep chose (below), trained until its validation loss stopped improving, its best "
-        "evaluated adapter kept."
+        "its sweep chose (below), trained until its validation loss stopped improving (patience) "
+        "or the epoch cap, its best evaluated adapter kept."
     )
+    capped = {
+        label: r for label, r in report["training"].items() if r.get("capped") and r["last_fall"]
+    }
+    if capped:  # "converged" only where patience stopped the run
+        words += (
+            " Still improving when the epoch cap stopped them (their last evaluation their best; "
+            "`last fall`: the validation loss's fall over the last interval): "
+            + "; ".join(f"{k} ({r['capped']} of {r['seeds']} runs)" for k, r in capped.items())
+            + "."
+        )
     plot = report.get("validation_plot")
     return [words + (f" Validation curves: `{plot}`." if plot else ""), ""]
 

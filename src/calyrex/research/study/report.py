@@ -398,11 +398,12 @@ def training(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     for label in labels(cfg)[1:]:
         arm = cfg.arm(label)
-        sums = [
-            s
-            for s in (_first_summary(out / "train" / run_name(arm, s)) for s in _seeds(cfg, label))
-            if s
+        named = [
+            (run_name(arm, s), _first_summary(out / "train" / run_name(arm, s)))
+            for s in _seeds(cfg, label)
         ]
+        named = [(name, s) for name, s in named if s]
+        sums = [s for _, s in named]
         if not sums:
             continue
         rows[label] = {
@@ -417,6 +418,8 @@ def training(cfg: StudyConfig, out: Path) -> dict[str, Any]:
             "lr": sums[0]["config"]["lr"],
         }
         rows[label] |= _convergence(sums, arm.objective)
+        if "best_steps" in rows[label]:
+            rows[label] |= _at_the_end(out, named)
     ref = rows.get(CALYREX, {}).get("trainable_params")
     for row in rows.values():
         row["params_vs_calyrex"] = round(row["trainable_params"] / ref, 4) if ref else None
@@ -450,6 +453,24 @@ def _convergence(sums: list[dict[str, Any]], objective: str) -> dict[str, Any]:
     return row
 
 
+def _at_the_end(out: Path, named: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Did the runs converge, or did the epoch cap stop them? Per run, the validation loss's fall
+    over its last evaluation interval (the one before the last minus the last; > 0: still
+    falling), and how many ended on their best evaluation without patience stopping them
+    (``capped``: still improving when the budget ran out)."""
+    from .curves import eval_losses
+
+    falls, capped = [], 0
+    for name, summary in named:  # (run, its training summary)
+        losses = eval_losses(out / "train" / name / "metrics.jsonl")
+        if len(losses) < 2:
+            continue
+        falls.append(round(losses[-2][1] - losses[-1][1], 4))
+        best = summary["validation"]["best"]["step"]
+        capped += best == losses[-1][0] and not summary["validation"]["stopped_early"]
+    return {"last_fall": falls, "capped": capped} if falls else {}
+
+
 def sweep(out: Path) -> dict[str, Any]:
     """The learning-rate sweep's losses and choices (``OUT/sweep/chosen.json``), or {}."""
     file = out / "sweep" / "chosen.json"
@@ -457,12 +478,13 @@ def sweep(out: Path) -> dict[str, Any]:
 
 
 def curves(cfg: StudyConfig, out: Path) -> str | None:
-    """``OUT/validation.png`` from every trained run's logged validation losses."""
+    """``OUT/validation.png`` from every finished run's logged validation losses (a run still
+    training is left out: the committed plot is redrawn from committed files alone)."""
     from .curves import eval_losses, plot_validation
 
     found = {}
     for run, arm, seed in runs(cfg):
-        if arm is not None:
+        if arm is not None and _first_summary(out / "train" / run):
             losses = eval_losses(out / "train" / run / "metrics.jsonl")
             found[run] = {"method": arm.method, "objective": arm.objective, "seed": seed}
             found[run]["losses"] = losses
