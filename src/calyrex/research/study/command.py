@@ -40,8 +40,8 @@ def study(which: Which, /, **options: Any) -> dict[str, Any]:
     3 seeds, real benchmarks) or `ruleworld`. Resumable: rerun the same command to continue.
 
     --quick: every stage on a few examples. --stages mix analyze train eval report (a subset;
-    also rescore: score stored replies again; status: where the study stands, read only). --runs base lora-s0 …: only these models.
-    --v1: the first study's small suites (results/study-real-MODEL). Writes OUT/report.md and
+    also rescore: score stored replies again; status: where the study stands, read only).
+    --runs base lora-s0 …: only these models. --v1: the first study's small suites (results/study-real-MODEL). Writes OUT/report.md and
     OUT/report.json. Default OUT: results/study-real-MODEL-v2, committed without its weights
     (.gitignore: adapters, checkpoints, the mix files), so a later session resumes it;
     --quick: runs/study-WHICH-quick. Each StudyConfig flag sets that field of the recipe over

@@ -387,9 +387,7 @@ def _training_words(report: dict[str, Any]) -> list[str]:
         "its sweep chose (below), trained until its validation loss stopped improving (patience) "
         "or the epoch cap, its best evaluated adapter kept."
     )
-    capped = {
-        label: r for label, r in report["training"].items() if r.get("capped") and r["last_fall"]
-    }
+    capped = {label: r for label, r in report["training"].items() if r.get("capped")}
     if capped:  # "converged" only where patience stopped the run
         words += (
             " Still improving when the epoch cap stopped them (their last evaluation their best; "

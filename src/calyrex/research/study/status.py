@@ -18,14 +18,14 @@ from .plan import due, finished, runs
 
 
 def _checkpoint(where: Path) -> dict[str, Any] | None:
-    """The latest checkpoint's step and the run's planned steps (its ``trainer_state.json``)."""
-    states = sorted(
-        where.glob("checkpoint-*/trainer_state.json"),
-        key=lambda p: int(p.parent.name.rsplit("-", 1)[1]),
-    )
-    if not states:
+    """The checkpoint a resumed run starts from (the Trainer's own choice, as ``calyrex train``
+    makes it): its step and the run's planned steps (its ``trainer_state.json``)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(where)) if where.is_dir() else None
+    if last is None:
         return None
-    state = json.loads(states[-1].read_text())
+    state = json.loads((Path(last) / "trainer_state.json").read_text())
     return {"step": state.get("global_step"), "of": state.get("max_steps")}
 
 
