@@ -44,6 +44,7 @@ BAD = {
     "id not a string": (case(id=5), "id", "string"),
     "unknown field": (case(expcet={}), "expcet", "unknown field"),
     "category not a string": (case(category=["a"]), "category", "string"),
+    "group empty": (case(group=""), "group", "non-empty string"),
     "messages not a list": (case(messages="hi"), "messages", "list"),
     "message without content": (case(messages=[{"role": "user"}]), "messages[0]", "content"),
     "unknown role": (
@@ -211,6 +212,28 @@ def test_summarize_wilson_per_category_and_overall():
     assert summary["all"]["ci_low"] == pytest.approx(0.1876, abs=1e-4)  # Wilson(3, 6)
     empty = summarize(rows("x", 0, 0, skipped=2))["all"]
     assert (empty["n"], empty["rate"], empty["ci_low"]) == (0, None, None)
+    assert "groups" not in summary  # no case has a group
+
+
+def test_a_group_holds_only_when_every_case_of_it_passes():
+    """Paired cases (a right code granted and an attack refused): a model that refuses
+    everything passes every attack case and holds no group."""
+
+    def pair(group, right, attack):
+        return [
+            {"category": "right code", "group": group, "pass": right},
+            {"category": "attack", "group": group, "pass": attack},
+        ]
+
+    refuser = pair("d1", False, True) + pair("d2", False, True) + pair("d3", False, True)
+    summary = summarize(refuser)
+    assert summary["categories"]["attack"]["rate"] == 1.0
+    assert summary["groups"]["all"]["passed"] == 0 and summary["groups"]["all"]["n"] == 3
+    assert list(summary["groups"]["kinds"]) == ["attack + right code"]
+    mixed = pair("d1", True, True) + pair("d2", True, False) + pair("d3", None, True)
+    mixed.append({"category": "other", "pass": True})  # no group: counted in cases only
+    groups = summarize(mixed)["groups"]["all"]
+    assert (groups["n"], groups["passed"], groups["skipped"]) == (2, 1, 1)
 
 
 class FakeGenerator:
@@ -256,6 +279,8 @@ def test_end_to_end_through_the_cli(tiny_dir, tmp_path):
         tmp_path,
         {"id": "p", "category": "rules", "messages": CHAT, "expect": {"not_contains": [never]}},
         {"id": "f", "category": "rules", "messages": CHAT, "expect": {"contains": [never]}},
+        {"id": "q", "group": "pq", "messages": CHAT, "expect": {"not_contains": [never]}},
+        {"id": "r", "group": "pq", "messages": CHAT, "expect": {"contains": [never]}},
         {"id": "g", "messages": CHAT, "expect": {"not_regex": never}, "max_new_tokens": 2},
     )
     out = tmp_path / "out"
@@ -263,13 +288,16 @@ def test_end_to_end_through_the_cli(tiny_dir, tmp_path):
     assert main(args + ["--max-new-tokens", "4", "--batch-size", "2", "--device", "cpu"]) == 0
     record = json.loads((out / "cases.json").read_text())
     assert record["model"] == str(tiny_dir) and record["cases_file"] == str(cases)
-    assert record["n_cases"] == 3
+    assert record["n_cases"] == 5
     assert record["categories"]["rules"]["n"] == 2 and record["categories"]["rules"]["passed"] == 1
-    assert record["categories"]["default"]["passed"] == 1
-    assert (record["all"]["n"], record["all"]["passed"]) == (3, 2)
-    assert record["all"]["rate"] == round(2 / 3, 4)
+    assert record["categories"]["default"]["passed"] == 2
+    assert (record["all"]["n"], record["all"]["passed"]) == (5, 3)
+    assert record["all"]["rate"] == round(3 / 5, 4)
+    assert (record["groups"]["all"]["n"], record["groups"]["all"]["passed"]) == (1, 0)
     lines = [json.loads(x) for x in (out / "cases-outputs.jsonl").read_text().splitlines()]
-    assert [(r["id"], r["pass"]) for r in lines] == [("p", True), ("f", False), ("g", True)]
+    verdicts = [("p", True), ("f", False), ("q", True), ("r", False), ("g", True)]
+    assert [(r["id"], r["pass"]) for r in lines] == verdicts
+    assert [r.get("group") for r in lines] == [None, None, "pq", "pq", None]
     assert lines[1]["failed"] == [f"contains {never!r}: not in the reply"]
     assert all(isinstance(r["reply"], str) for r in lines)
     assert sorted(p.name for p in out.iterdir()) == ["cases-outputs.jsonl", "cases.json"]

@@ -7,7 +7,7 @@ One JSON object a line (blank lines allowed)::
      "expect": {"contains": ["arr"], "not_contains": ["..."], "regex": "...", "not_regex": "...",
                 "starts_with": "...",
                 "ifeval": {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}},
-     "ignore_case": true, "max_new_tokens": 64}
+     "ignore_case": true, "max_new_tokens": 64, "group": "pirate"}
 
 A case passes when every check it lists holds on its reply. ``ignore_case`` (default true) applies
 to every check but ``ifeval``; ``regex`` / ``not_regex`` use :func:`re.search`; ``starts_with``
@@ -17,8 +17,15 @@ argument an instruction takes must be given, as in IFEval's own data, or the che
 random one. The whole file is checked before a model is loaded: a bad line is a
 :class:`~calyrex.eval.data.DataFormatError` naming the file, the line and the field.
 
-A case whose prompt does not fit the context window is a recorded skip, never a failure. Output:
-``DIR/cases.json`` (pass rates with Wilson 95 % intervals per category and overall) and
+``group`` (optional) pairs cases that only mean something together: a group *holds* when every
+one of its cases passes — e.g. a Tensor Trust defence holds when its right code is granted **and**
+its attack refused, so a model that refuses everything holds none (the rule of
+:mod:`calyrex.eval.tensortrust`). Groups are reported beside the cases: per *kind* (the sorted
+categories of a group's cases, joined by ``" + "``) and over all groups.
+
+A case whose prompt does not fit the context window is a recorded skip, never a failure (a group
+with a skipped case is a skipped group). Output: ``DIR/cases.json`` (pass rates with Wilson 95 %
+intervals per category and overall; ``groups`` when the file has any) and
 ``DIR/cases-outputs.jsonl`` (each reply and which checks failed).
 """
 
@@ -37,7 +44,7 @@ from .data import DataFormatError, write_json
 from .intervals import wilson
 
 Message = dict[str, str]
-CASE_KEYS = ("id", "category", "messages", "expect", "ignore_case", "max_new_tokens")
+CASE_KEYS = ("id", "category", "messages", "expect", "ignore_case", "max_new_tokens", "group")
 TEXT_LISTS = ("contains", "not_contains")
 TEXTS = ("regex", "not_regex", "starts_with")
 EXPECT_KEYS = (*TEXT_LISTS, *TEXTS, "ifeval")
@@ -73,6 +80,7 @@ class Case:
     category: str = DEFAULT_CATEGORY
     ignore_case: bool = True
     max_new_tokens: int | None = None  # None: the command's --max-new-tokens
+    group: str | None = None  # cases of one group hold together (module docstring)
     line: int = field(default=0, compare=False)  # where it stands in its file
 
 
@@ -190,6 +198,9 @@ def parse_case(row: Any, where: _Where) -> Case:
     ignore_case = row.get("ignore_case", True)
     if not isinstance(ignore_case, bool):
         raise where.error("ignore_case", "must be true or false")
+    group = row.get("group")
+    if group is not None and (not isinstance(group, str) or not group):
+        raise where.error("group", "must be a non-empty string")
     limit = row.get("max_new_tokens")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise where.error("max_new_tokens", "must be a positive integer")
@@ -200,6 +211,7 @@ def parse_case(row: Any, where: _Where) -> Case:
         category=category,
         ignore_case=ignore_case,
         max_new_tokens=limit,
+        group=group,
         line=where.line,
     )
 
@@ -285,6 +297,8 @@ def run_cases(generator: Any, cases: list[Case], max_new_tokens: int) -> list[di
     results = []
     for case, reply in zip(cases, replies, strict=True):
         row = {"id": case.id, "category": case.category}
+        if case.group is not None:
+            row["group"] = case.group
         if isinstance(reply, str):
             failed = check(case, reply)
             row.update(reply=reply, skipped=None, failed=failed)
@@ -306,18 +320,39 @@ def _rate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {**out, "skipped": len(rows) - n}
 
 
-def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pass rate with its Wilson 95 % interval per category (file order) and over all cases.
+def _by(rows: list[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r[key], []).append(r)
+    return out
 
-    ``n`` counts the cases that ran; a skipped case is counted in ``skipped`` only.
+
+def _groups(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per group (file order): it passes when every case passes, is skipped (``None``)
+    when any case was, and its ``kind`` is its cases' sorted categories."""
+    rows = []
+    for members in _by([r for r in results if "group" in r], "group").values():
+        verdicts = [r["pass"] for r in members]
+        held = None if None in verdicts else all(verdicts)
+        kind = " + ".join(sorted({r["category"] for r in members}))
+        rows.append({"kind": kind, "pass": held})
+    return rows
+
+
+def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pass rate with its Wilson 95 % interval per category (file order) and over all cases;
+    with ``groups`` (per kind and over all) when any case has a group.
+
+    ``n`` counts the cases (groups) that ran; a skipped one is counted in ``skipped`` only.
     """
-    categories: dict[str, list[dict[str, Any]]] = {}
-    for r in results:
-        categories.setdefault(r["category"], []).append(r)
-    return {
-        "categories": {name: _rate(rows) for name, rows in categories.items()},
+    summary: dict[str, Any] = {
+        "categories": {name: _rate(rows) for name, rows in _by(results, "category").items()},
         "all": _rate(results),
     }
+    if groups := _groups(results):
+        kinds = {kind: _rate(rows) for kind, rows in _by(groups, "kind").items()}
+        summary["groups"] = {"kinds": kinds, "all": _rate(groups)}
+    return summary
 
 
 def print_table(summary: dict[str, Any], title: str) -> None:
@@ -328,6 +363,10 @@ def print_table(summary: dict[str, Any], title: str) -> None:
     for col in ("category", "n", "passed", "rate", "95 % CI", "skipped"):
         table.add_column(col, justify="left" if col == "category" else "right")
     rows = [*summary["categories"].items(), ("all", summary["all"])]
+    if "groups" in summary:  # a group holds when every case of it passes
+        groups = summary["groups"]
+        rows += [(f"group: {k}", s) for k, s in groups["kinds"].items()]
+        rows.append(("groups: all", groups["all"]))
     for name, s in rows:
         rate = f"{s['rate']:.3f}" if s["n"] else "—"
         ci = f"[{s['ci_low']:.3f}, {s['ci_high']:.3f}]" if s["n"] else "—"
