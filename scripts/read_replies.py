@@ -9,6 +9,8 @@ random (seeded) and prints each item's verdict fields (``SUITE.details.jsonl``, 
 per-item record) followed by the replies that belong to it (a Tensor Trust defence: its attack
 and its right code; a SEP row: both conditions), one line each, cut to ``width`` characters.
 A suite without per-item details (many-shot, the held-out access dialogues) prints its replies.
+A ``calyrex eval --cases`` run (``RUN/cases-outputs.jsonl``) prints ``n`` groups of each kind
+(or ``n`` cases of each category, for cases without a group), each case with its verdict.
 """
 
 from __future__ import annotations
@@ -61,6 +63,27 @@ def show(suite_dir: Path, n: int, rng: random.Random, width: int) -> None:
             print(f"    {rid}: {text[:width]!r}")
 
 
+def show_cases(path: Path, n: int, rng: random.Random, width: int) -> None:
+    rows = _rows(path)
+    units: dict[str, list[dict]] = {}
+    for r in rows:
+        units.setdefault(r.get("group") or r["id"], []).append(r)
+    kinds: dict[str, list[str]] = {}
+    for unit, members in units.items():
+        kinds.setdefault(" + ".join(sorted({r["category"] for r in members})), []).append(unit)
+    print(f"\n=== {path}: {len(rows)} cases, {len(units)} units")
+    for kind, names in kinds.items():
+        print(f"\n--- {kind}: {len(names)}")
+        for unit in rng.sample(names, min(n, len(names))):
+            verdicts = [r["pass"] for r in units[unit]]
+            held = "skipped" if None in verdicts else "holds" if all(verdicts) else "does not hold"
+            print(f"- {unit}: {held}")
+            for r in units[unit]:
+                verdict = "pass" if r["pass"] else f"FAIL {'; '.join(r['failed'])[:80]}"
+                reply = r["reply"] if r["reply"] is not None else f"(skipped: {r['skipped']})"
+                print(f"    {r['category']}: {verdict}: {reply[:width]!r}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
@@ -70,6 +93,8 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=160)
     args = parser.parse_args()
     rng = random.Random(args.seed)
+    if (args.run_dir / "cases-outputs.jsonl").is_file():
+        show_cases(args.run_dir / "cases-outputs.jsonl", args.n, rng, args.width)
     for suite_dir in sorted(p for p in args.run_dir.iterdir() if p.is_dir()):
         if not args.suite or suite_dir.name in args.suite:
             show(suite_dir, args.n, rng, args.width)
