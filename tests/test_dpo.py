@@ -1,4 +1,5 @@
-"""DPO with a free reference model (issue 28): the reference is the model with its adapters off."""
+"""DPO with a free reference model (issue 28): the reference is the model as training starts
+(its adapters off for a fresh adapter, the starting adapter swapped in after --init-adapter)."""
 
 import dataclasses
 import json
@@ -119,6 +120,32 @@ def test_reference_log_probs_are_the_base_models_bit_for_bit(method, tok, tmp_pa
     assert trainer.ref_model.policy is model
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_the_start_reference_is_the_model_as_training_began(method, tok, tmp_path):
+    """With starting weights, the reference is the policy as it was (an SFT adapter): equal to
+    it bit for bit before the first step, and unchanged by training, which moves the policy."""
+    model = _adapted(method, tok)
+    weights = dpo.starting_weights(model)
+    assert weights and all(not t.requires_grad for t in weights.values())
+    trainer = dpo.PreferenceTrainer(
+        model,
+        run_module._training_args(_config("unused", "unused", tmp_path), "fp32"),
+        dpo.encode_pairs(tok, _pairs(), 256),
+        tok,
+        reference_weights=weights,
+    )
+    batch = trainer.data_collator(dpo.encode_pairs(tok, _pairs(4), 256))
+    span = {"system_mask": batch["system_mask"]}
+    before = _log_probs(trainer.model, batch, **span)
+    assert torch.equal(_log_probs(trainer.ref_model, batch, **span), before)
+    trainer.train()
+    assert torch.equal(_log_probs(trainer.ref_model, batch, **span), before)
+    assert not torch.equal(_log_probs(trainer.model, batch, **span), before)  # the policy moved
+    assert list(trainer.ref_model.parameters()) == []
+    with pytest.raises(ValueError, match="not both"):
+        dpo.PreferenceTrainer(model, trainer.args, [], tok, ref_model=_base(), reference_weights={})
+
+
 def test_disable_adapter_restores_the_blocks_even_on_error(tok):
     model = _adapted("calyrex", tok)
     batch = calyrex.encode_chat(tok, [p["prompt"] for p in _pairs(2)], add_generation_prompt=True)
@@ -206,8 +233,21 @@ def test_the_span_in_a_dpo_batch_is_the_prompts_system_span(tok, tmp_path):
     assert torch.equal(fallback, expected)
 
 
-def test_resumed_after_an_interruption_equals_uninterrupted(backbone, tmp_path, monkeypatch):
-    cfg = _config(*backbone, tmp_path / "full", max_steps=4, batch_size=4, save_steps=2)
+@pytest.mark.parametrize("start", ["fresh", "sft"])
+def test_resumed_after_an_interruption_equals_uninterrupted(
+    start, backbone, tmp_path, monkeypatch, tok
+):
+    """Also from an SFT adapter: the resumed run's reference is still that adapter, not the
+    checkpoint it resumes from (its margins would start again from 0)."""
+    config = calyrex.CalyrexConfig(placement="late_half")
+    initial_model = calyrex.adapt(_base(), "calyrex", config, seed=0)
+    init = {}
+    if start == "sft":
+        initial_model = _adapted("calyrex", tok)
+        init = {"init_adapter": str(tmp_path / "initial")}
+    calyrex.save_adapter(initial_model, tmp_path / "initial")
+    initial = load_file(tmp_path / "initial" / "adapter_model.safetensors")
+    cfg = _config(*backbone, tmp_path / "full", max_steps=4, batch_size=4, save_steps=2, **init)
     train(cfg)
     from calyrex.training import trainer as trainer_module
 
@@ -232,9 +272,6 @@ def test_resumed_after_an_interruption_equals_uninterrupted(backbone, tmp_path, 
     for k in full:
         torch.testing.assert_close(resumed[k], full[k], atol=1e-6, rtol=0)
     # not vacuous: the adapter moved before the interruption, and again after the resume
-    config = calyrex.CalyrexConfig(placement="late_half")
-    calyrex.save_adapter(calyrex.adapt(_base(), "calyrex", config, seed=0), tmp_path / "initial")
-    initial = load_file(tmp_path / "initial" / "adapter_model.safetensors")
     assert_every_tensor_moved(initial, at_kill)
     assert_every_tensor_moved(at_kill, resumed)
     assert_every_tensor_moved(initial, full)
@@ -269,7 +306,17 @@ def test_cli_dpo_from_an_sft_adapter(backbone, tmp_path):
     assert summary["objective"] == "dpo" and summary["config"]["beta"] == 0.2
     assert summary["steps"] == 2 and set(summary["rewards"]) >= {"rewards/accuracies"}
     first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
-    assert first["rewards/margins"] != 0.0  # the SFT adapter is on; the reference is the base
+    # the reference is the SFT model DPO starts from: step 1 sees policy = reference
+    assert first["rewards/margins"] == 0.0 and math.isclose(
+        first["loss"], math.log(2), rel_tol=1e-6
+    )
+    against_base = ["--reference", "base", "--out", str(tmp_path / "dpo-base")]
+    assert (
+        main(["train", *common, *args[:2], *args[4:], *against_base, "--init-adapter", adapter])
+        == 0
+    )
+    first = json.loads((tmp_path / "dpo-base" / "metrics.jsonl").read_text().splitlines()[0])
+    assert first["rewards/margins"] != 0.0  # the SFT adapter's own margin over the base
     calyrex.load_adapter(_base(), out / "adapter")
     wrong = ["--method", "lora", "--init-adapter", adapter]
     assert main(["train", *common, *args[:2], "--out", str(tmp_path / "x"), *wrong]) == 2

@@ -185,7 +185,10 @@ def test_quick_study_runs_every_stage_and_resumes(model, tmp_path, request):
         arm = QUICK.arm(label)
         assert row["lr"] == chosen[f"{arm.method}-{arm.objective}"]["lr"]
         assert row["best_steps"] and row["val_loss_mean"] > 0
-    assert all(r["val_rewards"] for k, r in report["training"].items() if k.endswith("-dpo"))
+    dpo_rows = [r for k, r in report["training"].items() if k.endswith("-dpo")]
+    assert dpo_rows and all(r["val_rewards"] for r in dpo_rows)
+    # the reference is the SFT model each DPO run starts from: its first validation margin is 0
+    assert all(v["rewards/margins"][0] == 0.0 for r in dpo_rows for v in r["val_rewards"])
     assert report["validation_plot"] == "validation.png" and (out / "validation.png").is_file()
     assert render(report, ["base", *sorted(arms)])
 

@@ -12,6 +12,7 @@ from ..backbones.precision import PRECISIONS
 from ..core.placement import PRESETS
 
 OBJECTIVES = ("sft", "dpo")
+REFERENCES = ("start", "base")  # DPO's reference model (training.dpo)
 ON_TRUNCATE = ("drop", "error")
 
 
@@ -31,7 +32,7 @@ class TrainConfig:
     """Adapter to train: CAL blocks, or a baseline matched to their parameter count."""
     objective: str = field(default="sft", metadata={"choices": OBJECTIVES})
     """sft: chat conversations, next-token loss on the replies; dpo: preference pairs (TRL's
-    conversational format), DPO against the model with its adapters off (training.dpo)."""
+    conversational format), DPO against the model as it starts (--reference; training.dpo)."""
     eval_data: str | list[str] | None = None
     """Validation data, in --data's forms: its loss (DPO: also the reward margin and accuracy)
     is logged to OUT/metrics.jsonl at the start, every --eval-steps and at the end, and
@@ -46,6 +47,9 @@ class TrainConfig:
     """DPO's beta: how far the policy may move from the reference (--objective dpo)."""
     init_adapter: str | None = None
     """Start from this saved adapter (SFT → DPO); it must be of the same --method."""
+    reference: str = field(default="start", metadata={"choices": REFERENCES})
+    """DPO's reference model: start = the model as training starts (with --init-adapter the SFT
+    model, as in the DPO paper; else the base); base = the base with the adapters off, always."""
     placement: str = field(default="late8th", metadata={"choices": PRESETS})
     """Placement preset: after which decoder layers the blocks go (unless --layers is given)."""
     layers: list[int] | None = None

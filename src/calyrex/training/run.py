@@ -172,9 +172,14 @@ def _trainer(
     from .trainer import AdapterTrainer
 
     if cfg.objective == "dpo":
-        from .dpo import PreferenceTrainer
+        from .dpo import PreferenceTrainer, starting_weights
 
-        return PreferenceTrainer(model, args, rows, tok, eval_dataset=val)
+        # a fresh adapter starts as the base: adapters off is that reference, with no snapshot
+        snapshot = cfg.reference == "start" and cfg.init_adapter is not None
+        weights = starting_weights(model) if snapshot else None  # before a checkpoint loads
+        return PreferenceTrainer(
+            model, args, rows, tok, eval_dataset=val, reference_weights=weights
+        )
     return AdapterTrainer(
         model=model,
         args=args,

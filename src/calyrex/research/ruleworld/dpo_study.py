@@ -91,6 +91,7 @@ def _dpo(method: str, backbone: Path, sft: Path, data: Path, out: Path, cfg: Dpo
             method=method,
             objective="dpo",
             init_adapter=str(sft / "adapter"),
+            reference="base",  # the committed RuleWorld DPO study's reference
             beta=cfg.beta,
             data=str(data),
             out=str(out),

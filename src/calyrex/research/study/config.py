@@ -178,6 +178,9 @@ class StudyConfig:
     """Steps of each DPO sweep run."""
     dpo_beta: float = 0.1
     """DPO's beta: how strongly the trained model is held to the reference."""
+    dpo_reference: str = "base"
+    """DPO's reference (``TrainConfig.reference``): "start", the SFT model each DPO run starts
+    from (the DPO paper's), or "base" (the first study's: the base with the adapters off)."""
     precision: str = "fp32"
     """Training and evaluation precision (fp32, bf16 or fp16), fixed, not "auto": a study
     resumed on a machine with fast bf16 must not mix precisions ("auto" still exists for a
@@ -243,6 +246,9 @@ FULL = replace(
     patience=2,
     lr_grid=(1e-4, 3e-4, 1e-3, 3e-3),
     dpo_lr_grid=(1e-5, 3e-5, 1e-4, 3e-4),
+    # the reference is the SFT model a DPO run starts from: every run starts at margin 0, loss
+    # ln 2, so what DPO adds is not confused with how far SFT moved from the base
+    dpo_reference="start",
     sweep_extend=2,
     arms=ARMS_V2,
     suites=_powered(),

@@ -37,6 +37,7 @@ RECIPE = ("model", "mix_rows", "preference_rows", "steps", "dpo_steps", "batch_s
 RECIPE += ("max_length", "lr", "dpo_lr", "dpo_beta", "precision", "analyze_examples")
 RECIPE += ("access", "val_rows", "preference_val_rows", "epochs", "dpo_epochs", "eval_steps")
 RECIPE += ("patience", "lr_grid", "dpo_lr_grid", "sweep_steps", "dpo_sweep_steps")
+RECIPE += ("dpo_reference",)
 # the fields that set only the study's runs, not its learning-rate sweeps
 RUNS_ONLY = ("steps", "dpo_steps", "epochs", "dpo_epochs", "eval_steps", "patience")
 
@@ -180,6 +181,7 @@ def _train(cfg: StudyConfig, arm: Arm, seed: int, data: Path, where: Path, **kw:
             objective=arm.objective,
             init_adapter=str(init) if init else None,
             beta=cfg.dpo_beta,
+            reference=cfg.dpo_reference,
             precision=cfg.precision,
             batch_size=cfg.batch_size,
             max_length=cfg.max_length,
