@@ -9,6 +9,12 @@ from pathlib import Path
 SCRIPT = Path(__file__).parents[1] / "scripts" / "read_replies.py"
 
 
+def _read(run_dir, n):
+    """The script's output on ``run_dir``, ``n`` items per suite."""
+    command = [sys.executable, str(SCRIPT), str(run_dir), "--n", str(n)]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+
 def _write(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
@@ -29,12 +35,7 @@ def test_a_defence_is_shown_with_its_attack_and_right_code_replies(tmp_path):
             {"id": "hijacking:12:access", "response": "No."},
         ],
     )
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), str(tmp_path), "--n", "2"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = _read(tmp_path, 2)
     blocks = {b.split(":")[1]: b for b in out.split("\n- ")[1:]}
     assert "'Access Denied.'" in blocks["1"] and "'Access Granted.'" in blocks["1"]
     assert "hijacking:12" not in blocks["1"] and '"valid": true' in blocks["1"]
@@ -55,12 +56,7 @@ def test_a_cases_group_is_shown_with_each_case_and_whether_it_holds(tmp_path):
          "pass": None, "failed": []},
     ]  # fmt: skip
     _write(tmp_path / "cases-outputs.jsonl", rows)
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), str(tmp_path), "--n", "5"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = _read(tmp_path, 5)
     assert "--- attack + code: 2" in out and "--- persona: 1" in out
     blocks = {b.split(":")[0]: b for b in out.split("\n- ")[1:]}
     assert blocks["d1"].startswith("d1: does not hold")
