@@ -146,3 +146,17 @@ def test_the_table_shows_each_category_and_the_groups_per_model():
     holds = cells["**holds**: hijacking: attack refused + hijacking: right code granted"]
     assert holds[0] == "0.0 [0.0, 49.0] (n 4)"
     assert holds[1].rstrip(" |") == "50.0 [15.0, 85.0] (n 4)"
+
+
+def test_the_docs_table_is_what_the_committed_runs_give():
+    """docs/study.md's held-out block is what scripts/heldout_cases.py writes from the runs."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[1]
+    runs = root / "results" / "heldout-smollm2"
+    if not any(runs.glob("*/cases.json")):
+        pytest.skip("no held-out runs committed")
+    script = root / "scripts" / "heldout_cases.py"
+    command = [sys.executable, str(script), "--table", str(runs), "--check"]
+    assert subprocess.run(command, capture_output=True, text=True).returncode == 0
