@@ -4,8 +4,8 @@ study's suites, each a group of two paired cases; and the table of the models ru
 
     python scripts/heldout_cases.py --out runs/heldout/cases.jsonl [--limit 100]
     calyrex eval --model smollm2 [--adapter ADAPTER] --cases runs/heldout/cases.jsonl \\
-        --out results/heldout-smollm2/NAME --batch-size 16
-    python scripts/heldout_cases.py --table results/heldout-smollm2 [--check]
+        --out results/study-real-smollm2-v2/heldout/NAME --batch-size 16
+    python scripts/heldout_cases.py --table results/study-real-smollm2-v2/heldout [--check]
 
 ``--limit N`` takes the first N held-out items of each set (hijacking, extraction, SEP); the
 skipped rows and reply lengths are the study's (``calyrex.research.study.config.FULL``).

@@ -154,7 +154,7 @@ def test_the_docs_table_is_what_the_committed_runs_give():
     import sys
 
     root = Path(__file__).parents[1]
-    runs = root / "results" / "heldout-smollm2"
+    runs = root / "results" / "study-real-smollm2-v2" / "heldout"
     if not any(runs.glob("*/cases.json")):
         pytest.skip("no held-out runs committed")
     script = root / "scripts" / "heldout_cases.py"

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from calyrex.cli import main
-from calyrex.research.study.config import FULL, QUICK
+from calyrex.research.study.config import FULL, QUICK, V1
 from calyrex.research.study.markdown import render
 from calyrex.research.study.real import runs
 from calyrex.research.study.report import Metric, metrics, verdict
@@ -191,9 +191,15 @@ def test_quick_study_runs_every_stage_and_resumes(model, tmp_path, request):
     assert all(v["rewards/margins"][0] == 0.0 for r in dpo_rows for v in r["val_rewards"])
     assert report["validation_plot"] == "validation.png" and (out / "validation.png").is_file()
     assert render(report, ["base", *sorted(arms)])
+    # the held-out attack items, as --cases, on every model of QUICK (all seed 0), paired
+    for run, _, _ in runs(QUICK):
+        record = json.loads((out / "heldout" / run / "cases.json").read_text())
+        assert record["label"] == run and record["n_cases"] >= 4
+        assert record["groups"]["all"]["n"] + record["groups"]["all"]["skipped"] >= 2
 
     stamps = {p: p.stat().st_mtime_ns for p in (out / "train").rglob("*") if p.is_file()}
     stamps |= {p: p.stat().st_mtime_ns for p in (out / "eval").rglob("*.jsonl")}
+    stamps |= {p: p.stat().st_mtime_ns for p in (out / "heldout").rglob("*")}
     assert main(command) == 0
     # resuming redoes nothing (how long a study takes is a benchmark's business, not a test's)
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps, "a finished unit was redone"
@@ -612,3 +618,20 @@ def test_a_run_the_epoch_cap_stopped_while_its_loss_fell_is_not_called_converged
     words = _training_words({"sweep": {"x": 1}, "training": rows})[0]
     assert "Still improving when the epoch cap stopped them" in words
     assert "calyrex-late8th (1 of 1 runs)" in words and "parallel_mlp (" not in words
+
+
+def test_the_held_out_items_run_on_the_base_each_arms_chosen_seed_and_one_seed_arms():
+    from calyrex.research.study.plan import heldout_due
+
+    due = {run for run, arm, seed in runs(FULL) if heldout_due(FULL, arm, seed)}
+    assert due == {
+        "base",
+        "calyrex-late8th-s1",
+        "lora-s1",
+        "parallel_mlp-s1",
+        "calyrex-dpo-s1",
+        "lora-dpo-s1",
+        "parallel_mlp-dpo-s1",
+        "calyrex-analyze-s0",
+    }
+    assert not any(heldout_due(V1, arm, seed) for _, arm, seed in runs(V1))  # the first study

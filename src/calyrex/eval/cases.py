@@ -398,13 +398,19 @@ def cases_command(
     results = run_cases(
         Generator(hf_model, tok, max_new_tokens, batch_size), loaded, max_new_tokens
     )
-    summary = summarize(results)
     info = {"model": model, "adapter": adapter, "cases_file": str(cases), "n_cases": len(loaded)}
     info.update(max_new_tokens=max_new_tokens, dtype=dtype, merge_lora=merge_lora)
-    directory = Path(out)
-    directory.mkdir(parents=True, exist_ok=True)
-    write_json(directory / "cases.json", {**info, **summary})
-    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in results)
-    atomic_write(directory / "cases-outputs.jsonl", lambda p: Path(p).write_text(lines))
+    summary = write_results(Path(out), info, results)
     print_table(summary, f"{Path(cases).name} · {Path(adapter or model).name}")
     return 0
+
+
+def write_results(directory: Path, info: dict[str, Any], results: list[dict]) -> dict[str, Any]:
+    """``DIR/cases-outputs.jsonl`` (every result), then ``DIR/cases.json`` (``info`` and the
+    summary: its presence means the run is whole); returns the summary."""
+    summary = summarize(results)
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in results)
+    atomic_write(directory / "cases-outputs.jsonl", lambda p: Path(p).write_text(lines))
+    write_json(directory / "cases.json", {**info, **summary})
+    return summary

@@ -178,6 +178,12 @@ class StudyConfig:
     """Steps of each DPO sweep run."""
     dpo_beta: float = 0.1
     """DPO's beta: how strongly the trained model is held to the reference."""
+    heldout_limit: int | None = None
+    """Held-out attack items per set run as ``--cases`` (:mod:`.heldout`) after a model's
+    suites, on the base, every arm's ``heldout_seed`` and single-seed arms; None: none."""
+    heldout_seed: int = 1
+    """The seed whose models the held-out items run on (the first whose adapters the study
+    keeps: seed 0's were lost with a machine)."""
     dpo_reference: str = "base"
     """DPO's reference (``TrainConfig.reference``): "start", the SFT model each DPO run starts
     from (the DPO paper's), or "base" (the first study's: the base with the adapters off)."""
@@ -249,6 +255,7 @@ FULL = replace(
     # the reference is the SFT model a DPO run starts from: every run starts at margin 0, loss
     # ln 2, so what DPO adds is not confused with how far SFT moved from the base
     dpo_reference="start",
+    heldout_limit=100,
     sweep_extend=2,
     arms=ARMS_V2,
     suites=_powered(),
@@ -280,6 +287,8 @@ QUICK = replace(
     seeds=(0,),
     suites=tuple(s for s in _suites(2, 1, 2, 8, (2,)) if s.name not in CAPABILITY[1:]),
     eval_batch_size=4,
+    heldout_limit=1,
+    heldout_seed=0,
     analyze_examples=16,
     resamples=200,
 )

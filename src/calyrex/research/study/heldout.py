@@ -19,7 +19,8 @@ holds the witness).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +129,30 @@ def markdown(records: dict[str, dict[str, Any]]) -> str:
                 cells.append(_cell(summary["categories"].get(row)))
         lines.append(f"| {row} | {' | '.join(cells)} |")
     return "\n".join(lines) + "\n"
+
+
+def run_heldout(
+    cfg: Any, out: Path, run: str, load: Callable[[], tuple[Any, Any]], info: dict[str, Any]
+) -> dict[str, Any]:
+    """The held-out items (``cfg.heldout_limit`` of each set past the study's suites) on the
+    model ``load`` gives, as ``calyrex eval --cases`` runs them: ``OUT/data/heldout.cases.jsonl``
+    (rebuilt, identical, each time), then ``OUT/heldout/RUN/cases.json`` and its outputs."""
+    from ...eval.cases import load_cases, run_cases, write_results
+    from ...eval.data import shared_data_dir
+    from ...eval.generate import Generator
+    from .plan import heldout_dir
+
+    suites = {name: cfg.suite(name) for name in ("tensortrust", "sep")}
+    skip = {name: suite.limit or 0 for name, suite in suites.items()}
+    tokens = {name: suite.max_new_tokens for name, suite in suites.items()}
+    rows = heldout_cases(shared_data_dir() / "real", skip, cfg.heldout_limit, tokens)
+    file = out / "data" / "heldout.cases.jsonl"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    cases = load_cases(file)
+    model, tok = load()
+    longest = max(tokens.values())
+    results = run_cases(Generator(model, tok, longest, cfg.eval_batch_size), cases, longest)
+    record = {**info, "cases_file": str(file.relative_to(out)), "n_cases": len(cases)}
+    record |= {"limit": cfg.heldout_limit, "skip": skip, "batch_size": cfg.eval_batch_size}
+    return write_results(heldout_dir(out, run), record, results)

@@ -40,6 +40,19 @@ def due(cfg: StudyConfig, first: bool) -> list[Suite]:
     return [s for s in cfg.suites if first or not s.first_seed_only]
 
 
+def heldout_due(cfg: StudyConfig, arm: Arm | None, seed: int | None) -> bool:
+    """Whether the held-out attack items run on this model: the base, each arm's
+    ``heldout_seed``, an arm trained on one seed only."""
+    if not cfg.heldout_limit:
+        return False
+    return arm is None or seed == cfg.heldout_seed or cfg.seeds_of(arm) == (seed,)
+
+
+def heldout_dir(out: Path, run: str) -> Path:
+    """Where a run's held-out cases go (``cases.json`` there: done)."""
+    return out / "heldout" / run
+
+
 def finished(out: Path, run: str, suite: Suite) -> dict[str, Any] | None:
     """The record ``calyrex eval`` wrote for ``suite`` on ``run``, when it finished (``ok``)."""
     file = out / "eval" / run / suite.key / f"{suite.name}.json"

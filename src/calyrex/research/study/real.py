@@ -9,7 +9,9 @@ Stages, in order, each writing where a rerun finds it (a finished unit is never 
 * ``train``    ``OUT/train/ARM-sSEED/`` — ``calyrex train`` per arm and seed (from its last
   checkpoint when interrupted; done when ``summary.json`` exists);
 * ``eval``     ``OUT/eval/RUN/SUITE/`` — ``calyrex eval`` per run and suite (finished suites
-  skipped, generated replies appended as they come, so a suite resumes mid-way);
+  skipped, generated replies appended as they come, so a suite resumes mid-way); then
+  ``OUT/heldout/RUN/`` — the held-out attack items as ``--cases`` (:mod:`.heldout`) on the runs
+  :func:`~.plan.heldout_due` names whose adapter is here;
 * ``report``   ``OUT/report.{json,md}`` — :mod:`calyrex.research.study.report`.
 
 ``rescore`` (asked for by name, not in the default stages): every finished generation suite scored
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Arm, StudyConfig, Suite
-from .plan import due, finished, run_name, runs
+from .plan import due, finished, heldout_dir, heldout_due, run_name, runs
 
 STAGES = ("mix", "analyze", "sweep", "train", "eval", "report")
 EXTRA_STAGES = ("rescore", "status")
@@ -298,9 +300,12 @@ def eval_data(out: Path | None = None) -> dict[str, str]:
     return data
 
 
-def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first: bool) -> None:
+def eval_run(
+    cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first: bool, heldout: bool
+) -> None:
     """Every suite of ``cfg`` on one model (loaded once, only if a suite is left to do);
-    ``first``: the base or an arm's first seed (``first_seed_only`` suites run only there)."""
+    ``first``: the base or an arm's first seed (``first_seed_only`` suites run only there);
+    ``heldout``: then the held-out attack items (:mod:`.heldout`), unless they ran already."""
     from ...core.adapter_io import is_peft_adapter
     from ...eval.bench import EvalConfig
     from ...eval.generate import Generator
@@ -309,14 +314,18 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
     cache: dict[str, Any] = {}
     merged = cfg.merge_lora and adapter is not None and is_peft_adapter(adapter)
 
+    def model() -> tuple[Any, Any]:
+        if "model" not in cache:
+            from ...adapters.loading import load_model
+
+            cache["model"], cache["tok"] = load_model(
+                cfg.model, adapter and str(adapter), cfg.precision, merge_lora=cfg.merge_lora
+            )
+        return cache["model"], cache["tok"]
+
     def loader_for(suite: Suite) -> Callable[[], tuple[Any, Any]]:
         def load() -> tuple[Any, Any]:
-            if "model" not in cache:
-                from ...adapters.loading import load_model
-
-                cache["model"], cache["tok"] = load_model(
-                    cfg.model, adapter and str(adapter), cfg.precision, merge_lora=cfg.merge_lora
-                )
+            model()
             batch = suite.batch_size or cfg.eval_batch_size
             gen = Generator(cache["model"], cache["tok"], suite.max_new_tokens, batch)
             return gen, None
@@ -341,6 +350,12 @@ def eval_run(cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first:
         if suite.name == "msj_hijack":
             share_right_codes(cfg, out, run, config)
         evaluate([suite.name], where, config, loader=loader_for(suite), run_info=info)
+    if heldout and not (heldout_dir(out, run) / "cases.json").is_file():
+        from .heldout import run_heldout
+
+        _say(f"heldout {run}")
+        info = {"label": run, "model": cfg.model, "adapter": adapter and str(adapter)}
+        run_heldout(cfg, out, run, model, info | {"merge_lora": merged})
 
 
 def _eval_done(cfg: StudyConfig, out: Path, run: str, first: bool) -> bool:
@@ -448,7 +463,9 @@ def run_study(
         if "eval" in stages:
             adapter = None if arm is None else out / "train" / run / "adapter"
             first = arm is None or seed == cfg.seeds_of(arm)[0]
-            timed("eval", lambda r=run, a=adapter, f=first: eval_run(cfg, r, a, out, f))
+            # an adapter lost with a machine is not trained again for the held-out items alone
+            held = heldout_due(cfg, arm, seed) and (adapter is None or adapter.is_dir())
+            timed("eval", lambda r=run, a=adapter, f=first, h=held: eval_run(cfg, r, a, out, f, h))
     if "rescore" in stages:
         rescore(cfg, out)
     report = timed("report", lambda: write_report(cfg, out)) if "report" in stages else {}
