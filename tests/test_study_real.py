@@ -577,6 +577,8 @@ def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys
         where.mkdir(parents=True)
         record = {"status": "ok", "seconds": 600.0}
         (where / f"{suite.name}.json").write_text(json.dumps(record))
+    (tmp_path / "heldout" / "base").mkdir(parents=True)
+    (tmp_path / "heldout" / "base" / "cases.json").write_text("{}")
     before = sorted(p for p in tmp_path.rglob("*"))
     found = run_study(FULL, tmp_path, ("status",))
     assert sorted(p for p in tmp_path.rglob("*")) == before  # nothing written
@@ -590,6 +592,10 @@ def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys
     text = capsys.readouterr().out
     assert "| calyrex-late8th-s0 | finished: 496 steps, best step 300 (val 2.2500), 2.00 h" in text
     assert "| lora-s0 | resumes from step 100 of 496 |" in text
+    assert rows["base"]["heldout"] is True and rows["lora-s0"]["heldout"] is None
+    assert rows["lora-s1"]["heldout"] is False
+    assert "| base | — | 3 of 18 suites, 0.50 h; held-out items done |" in text
+    assert "| lora-s1 | not started | 0 of 12 suites; held-out items due |" in text
     assert "compute spent: sweep 0.5 h, train 2.0 h, eval 0.5 h, total 3.0 h" in text
     with pytest.raises(ValueError, match="give it alone"):
         run_study(FULL, tmp_path, ("status", "eval"))

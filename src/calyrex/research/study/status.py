@@ -2,7 +2,8 @@
 
 One line per model in the order the study makes them: its training (finished: steps, best
 validation step and loss, hours; interrupted: the last checkpoint it resumes from, of how many
-steps; not started) and its evaluation (suites finished of those due, hours), then the sweeps
+steps; not started) and its evaluation (suites finished of those due, hours; whether the
+held-out attack items ran, where they are due), then the sweeps
 and the compute spent so far. Nothing is loaded or run: a session deciding what it can finish
 reads this first.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import StudyConfig
-from .plan import due, finished, runs
+from .plan import due, finished, heldout_dir, heldout_due, runs
 
 
 def _checkpoint(where: Path) -> dict[str, Any] | None:
@@ -53,6 +54,12 @@ def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         done = [r for r in records if r is not None]
         row = {"run": run, "suites": len(records), "evaluated": len(done)}
         row["eval_seconds"] = sum(r.get("seconds", 0) for r in done)
+        # the held-out attack items: None where not due, else whether they ran
+        row["heldout"] = (
+            (heldout_dir(out, run) / "cases.json").is_file()
+            if heldout_due(cfg, arm, seed)
+            else None
+        )
         row["training"] = None if arm is None else training(out / "train" / run)
         rows.append(row)
     sweeps = sorted(p.parent.name for p in (out / "sweep").glob("*/summary.json"))
@@ -95,6 +102,8 @@ def lines(found: dict[str, Any]) -> list[str]:
         evaluated = f"{r['evaluated']} of {r['suites']} suites"
         if r["evaluated"]:
             evaluated += f", {r['eval_seconds'] / 3600:.2f} h"
+        if r.get("heldout") is not None:
+            evaluated += f"; held-out items {'done' if r['heldout'] else 'due'}"
         out.append(f"| {r['run']} | {_training_text(r['training'])} | {evaluated} |")
     chosen = ", ".join(f"{k} {v:g}" for k, v in found["chosen"].items()) or "none yet"
     out.append(f"sweeps: {len(found['sweeps'])} runs; learning rates chosen: {chosen}")
