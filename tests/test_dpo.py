@@ -142,6 +142,11 @@ def test_the_start_reference_is_the_model_as_training_began(method, tok, tmp_pat
     assert torch.equal(_log_probs(trainer.ref_model, batch, **span), before)
     assert not torch.equal(_log_probs(trainer.model, batch, **span), before)  # the policy moved
     assert list(trainer.ref_model.parameters()) == []
+    # placed after the snapshot (the Trainer moves the policy to its device): the snapshot follows
+    model.to(torch.float64)
+    batch = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in batch.items()}
+    _log_probs(trainer.ref_model, batch, **span)  # float32 snapshot × float64 model: an error
+    assert all(w.dtype == torch.float64 for w in trainer.ref_model.weights.values())
     with pytest.raises(ValueError, match="not both"):
         dpo.PreferenceTrainer(model, trainer.args, [], tok, ref_model=_base(), reference_weights={})
 

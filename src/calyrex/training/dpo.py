@@ -210,11 +210,24 @@ class FreeReference(nn.Module):
     def config(self) -> Any:
         return self.policy.config
 
+    def _placed(self) -> dict[str, torch.Tensor]:
+        """The snapshot on its tensors' device and dtype: the Trainer places the policy (on a
+        GPU, say) after the snapshot was taken on the CPU; moved once, when it first differs."""
+        params = dict(self.policy.named_parameters())
+        if any(not _alike(w, params[n]) for n, w in self.weights.items()):
+            moved = {n: w.to(params[n].device, params[n].dtype) for n, w in self.weights.items()}
+            object.__setattr__(self, "weights", moved)
+        return self.weights
+
     def forward(self, **kwargs: Any) -> Any:
         if self.weights is not None:  # the snapshot for this call only, even on error
-            return torch.func.functional_call(self.policy, self.weights, (), kwargs, strict=False)
+            return torch.func.functional_call(self.policy, self._placed(), (), kwargs, strict=False)
         with self.policy.disable_adapter():
             return self.policy(**kwargs)
+
+
+def _alike(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.device == b.device and a.dtype == b.dtype
 
 
 @dataclass
