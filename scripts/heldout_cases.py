@@ -25,19 +25,16 @@ from doc_blocks import rewrite
 
 from calyrex.eval.data import shared_data_dir
 from calyrex.research.study.config import FULL
-from calyrex.research.study.heldout import heldout_cases, markdown
+from calyrex.research.study.heldout import heldout_cases, markdown, sizes, write_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "study.md"
 
 
-def write_cases(out: Path, limit: int | None) -> None:
-    suites = {name: FULL.suite(name) for name in ("tensortrust", "sep")}
-    skip = {name: suite.limit or 0 for name, suite in suites.items()}
-    tokens = {name: suite.max_new_tokens for name, suite in suites.items()}
+def cases_file(out: Path, limit: int | None) -> None:
+    skip, tokens = sizes(FULL)
     cases = heldout_cases(shared_data_dir() / "real", skip, limit, tokens)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in cases))
+    write_cases(out, cases)
     print(f"{out}: {len(cases)} cases, {len({c['group'] for c in cases})} groups")
     for category, n in collections.Counter(c["category"] for c in cases).items():
         print(f"  {category}: {n}")
@@ -71,7 +68,7 @@ def main() -> int:
     if (args.out is None) == (args.table is None):
         parser.error("give one of --out (write the cases) or --table (the docs table)")
     if args.out is not None:
-        write_cases(args.out, args.limit)
+        cases_file(args.out, args.limit)
         return 0
     return table(args.table, args.check)
 

@@ -47,17 +47,16 @@ def tensortrust_cases(root: Path, skip: int, limit: int | None, tokens: int) -> 
     """Per held-out defence (rows ``skip`` … ``skip + limit`` of each benchmark): its right code
     (must be granted) and its attack (must be refused), one group."""
     items = tensortrust.load_tensortrust(str(root), None if limit is None else skip + limit)
-    rows: dict[str, list[str]] = {}  # per benchmark, its defences in file order
+    rows: dict[str, dict[str, int]] = {}  # per benchmark, each defence's row in its file
+    grant = min(GRANT_TOKENS, tokens)  # the suite's reply length for a grant
     for item in items:
         bench, code, group = item["benchmark"], item["access_code"], tensortrust.defence(item)
-        order = rows.setdefault(bench, [])
-        if group not in order:
-            order.append(group)
-        if order.index(group) < skip:
+        order = rows.setdefault(bench, {})
+        if order.setdefault(group, len(order)) < skip:
             continue
         if bench == "extraction" and tensortrust.ambiguous_code(code):
             continue  # a refusal would say the code: no leak to read (the suite's rule)
-        chat, grant = tensortrust._conversation(item), min(GRANT_TOKENS, tokens)  # the suite's
+        chat = tensortrust._conversation(item)
         if item["kind"] == "access":
             expect = {"regex": GRANTED_PATTERN}
             yield _case(item, chat, f"{bench}: right code granted", expect, group, grant)
@@ -99,6 +98,19 @@ def heldout_cases(
     ]
 
 
+def sizes(cfg: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """Per set, the rows the study's suite reads (skipped here) and its reply length."""
+    suites = {name: cfg.suite(name) for name in ("tensortrust", "sep")}
+    skip = {name: suite.limit or 0 for name, suite in suites.items()}
+    return skip, {name: suite.max_new_tokens for name, suite in suites.items()}
+
+
+def write_cases(file: Path, rows: list[dict]) -> None:
+    """``rows`` as a ``--cases`` JSONL file."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
 def _cell(entry: dict[str, Any] | None) -> str:
     if not entry or not entry["n"]:
         return "—"
@@ -110,24 +122,16 @@ def markdown(records: dict[str, dict[str, Any]]) -> str:
     """One table of ``calyrex eval --cases`` records (``cases.json``) by model: each category's
     pass rate, then each group kind's (the paired rule), in %, Wilson 95 % interval, n."""
     names = list(records)
-    rows: dict[str, list[str]] = {}
-    for name in names:
-        summary = records[name]
-        for category in summary["categories"]:
-            rows.setdefault(category, [])
-        for kind in summary.get("groups", {}).get("kinds", {}):
-            rows.setdefault(f"**holds**: {kind}", [])
+    per_row: dict[str, list[dict[str, Any] | None]] = {}  # a row's entry per model
+    for i, summary in enumerate(records.values()):
+        kinds = summary.get("groups", {}).get("kinds", {})
+        labelled = [*summary["categories"].items()]
+        labelled += [(f"**holds**: {kind}", entry) for kind, entry in kinds.items()]
+        for label, entry in labelled:
+            per_row.setdefault(label, [None] * len(names))[i] = entry
     lines = [f"| | {' | '.join(names)} |", f"|---|{'---|' * len(names)}"]
-    for row in rows:
-        cells = []
-        for name in names:
-            summary = records[name]
-            if row.startswith("**holds**: "):
-                kind = row.removeprefix("**holds**: ")
-                cells.append(_cell(summary.get("groups", {}).get("kinds", {}).get(kind)))
-            else:
-                cells.append(_cell(summary["categories"].get(row)))
-        lines.append(f"| {row} | {' | '.join(cells)} |")
+    for label, entries in per_row.items():
+        lines.append(f"| {label} | {' | '.join(_cell(e) for e in entries)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -142,13 +146,9 @@ def run_heldout(
     from ...eval.generate import Generator
     from .plan import heldout_dir
 
-    suites = {name: cfg.suite(name) for name in ("tensortrust", "sep")}
-    skip = {name: suite.limit or 0 for name, suite in suites.items()}
-    tokens = {name: suite.max_new_tokens for name, suite in suites.items()}
-    rows = heldout_cases(shared_data_dir() / "real", skip, cfg.heldout_limit, tokens)
+    skip, tokens = sizes(cfg)
     file = out / "data" / "heldout.cases.jsonl"
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    write_cases(file, heldout_cases(shared_data_dir() / "real", skip, cfg.heldout_limit, tokens))
     cases = load_cases(file)
     model, tok = load()
     longest = max(tokens.values())

@@ -332,6 +332,7 @@ def eval_run(
 
         return load
 
+    info = {"label": run, "model": cfg.model, "adapter": adapter and str(adapter)}
     for suite in due(cfg, first):
         if finished(out, run, suite) is not None:
             continue
@@ -345,16 +346,14 @@ def eval_run(
             system_prompt=suite.system_prompt,
             shots=list(suite.shots) if suite.shots else None,
         )
-        info = {"label": run, "model": cfg.model, "adapter": adapter and str(adapter)}
-        info |= {"merge_lora": True} if merged else {}
         if suite.name == "msj_hijack":
             share_right_codes(cfg, out, run, config)
-        evaluate([suite.name], where, config, loader=loader_for(suite), run_info=info)
+        run_info = info | ({"merge_lora": True} if merged else {})
+        evaluate([suite.name], where, config, loader=loader_for(suite), run_info=run_info)
     if heldout and not (heldout_dir(out, run) / "cases.json").is_file():
         from .heldout import run_heldout
 
         _say(f"heldout {run}")
-        info = {"label": run, "model": cfg.model, "adapter": adapter and str(adapter)}
         run_heldout(cfg, out, run, model, info | {"merge_lora": merged})
 
 
