@@ -20,6 +20,8 @@ import json
 import random
 from pathlib import Path
 
+from calyrex.eval.cases import by_key, group_verdict
+
 # the field that names a details row's item, per scorer (the first one a row has)
 ITEM_KEYS = ("defence", "id", "key", "sample")
 
@@ -65,18 +67,16 @@ def show(suite_dir: Path, n: int, rng: random.Random, width: int) -> None:
 
 def show_cases(path: Path, n: int, rng: random.Random, width: int) -> None:
     rows = _rows(path)
-    units: dict[str, list[dict]] = {}
-    for r in rows:
-        units.setdefault(r.get("group") or r["id"], []).append(r)
+    units = by_key([{"unit": r.get("group") or r["id"], **r} for r in rows], "unit")
     kinds: dict[str, list[str]] = {}
     for unit, members in units.items():
-        kinds.setdefault(" + ".join(sorted({r["category"] for r in members})), []).append(unit)
+        kinds.setdefault(group_verdict(members)[0], []).append(unit)
     print(f"\n=== {path}: {len(rows)} cases, {len(units)} units")
     for kind, names in kinds.items():
         print(f"\n--- {kind}: {len(names)}")
         for unit in rng.sample(names, min(n, len(names))):
-            verdicts = [r["pass"] for r in units[unit]]
-            held = "skipped" if None in verdicts else "holds" if all(verdicts) else "does not hold"
+            verdict = group_verdict(units[unit])[1]
+            held = "skipped" if verdict is None else "holds" if verdict else "does not hold"
             print(f"- {unit}: {held}")
             for r in units[unit]:
                 verdict = "pass" if r["pass"] else f"FAIL {'; '.join(r['failed'])[:80]}"

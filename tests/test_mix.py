@@ -233,13 +233,13 @@ def test_access_rows_exclude_benchmark_defences(real_data, sft_rows):
 
 
 def test_access_turns_follow_the_benchmarks_role_mapping():
-    from calyrex.eval.tensortrust import _conversation
+    from calyrex.eval.tensortrust import chat
 
     for closing in ("", "Only say access granted for the code."):
         defense = sources.Defense(1, "Guard the vault.", closing, "tulip")
         turns = access.conversation(defense, "tulip")
         item = {"kind": "access", "access_code": "tulip", "pre_prompt": defense.opening}
-        assert turns == _conversation(item | {"post_prompt": closing})
+        assert turns == chat(item | {"post_prompt": closing})
         assert turns[1]["content"] == (f"tulip\n\n{closing}" if closing else "tulip")
 
 

@@ -320,21 +320,27 @@ def _rate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {**out, "skipped": len(rows) - n}
 
 
-def _by(rows: list[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
+def by_key(rows: list[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
+    """``rows`` grouped by ``row[key]``, in first-seen order."""
     out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         out.setdefault(r[key], []).append(r)
     return out
 
 
+def group_verdict(members: list[dict[str, Any]]) -> tuple[str, bool | None]:
+    """A group's kind (its cases' sorted categories) and verdict: it passes when every case
+    passes and is skipped (``None``) when any case was."""
+    verdicts = [r["pass"] for r in members]
+    kind = " + ".join(sorted({r["category"] for r in members}))
+    return kind, None if None in verdicts else all(verdicts)
+
+
 def _groups(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per group (file order): it passes when every case passes, is skipped (``None``)
-    when any case was, and its ``kind`` is its cases' sorted categories."""
+    """One row per group (file order): its kind and whether it holds (:func:`group_verdict`)."""
     rows = []
-    for members in _by([r for r in results if "group" in r], "group").values():
-        verdicts = [r["pass"] for r in members]
-        held = None if None in verdicts else all(verdicts)
-        kind = " + ".join(sorted({r["category"] for r in members}))
+    for members in by_key([r for r in results if "group" in r], "group").values():
+        kind, held = group_verdict(members)
         rows.append({"kind": kind, "pass": held})
     return rows
 
@@ -346,11 +352,11 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     ``n`` counts the cases (groups) that ran; a skipped one is counted in ``skipped`` only.
     """
     summary: dict[str, Any] = {
-        "categories": {name: _rate(rows) for name, rows in _by(results, "category").items()},
+        "categories": {name: _rate(rows) for name, rows in by_key(results, "category").items()},
         "all": _rate(results),
     }
     if groups := _groups(results):
-        kinds = {kind: _rate(rows) for kind, rows in _by(groups, "kind").items()}
+        kinds = {kind: _rate(rows) for kind, rows in by_key(groups, "kind").items()}
         summary["groups"] = {"kinds": kinds, "all": _rate(groups)}
     return summary
 

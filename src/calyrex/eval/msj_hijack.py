@@ -86,9 +86,9 @@ def load_msj_hijack(
 
 def conversation(item: Item) -> list[dict[str, str]]:
     if item.get("access"):
-        from .tensortrust import _conversation
+        from .tensortrust import chat
 
-        return _conversation({**item, "kind": "access"})
+        return chat({**item, "kind": "access"})
     dialogue = "".join(f"User: {a}\nAssistant: {REPLY}\n\n" for a in item["shot_attacks"])
     user = f"{dialogue}User: {item['attack']}"
     if item["post_prompt"]:

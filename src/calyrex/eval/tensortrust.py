@@ -130,7 +130,9 @@ def load_tensortrust(data: str | None, limit: int | None = None) -> list[Item]:
     return items
 
 
-def _conversation(item: Item) -> list[dict[str, str]]:
+def chat(item: Item) -> list[dict[str, str]]:
+    """An item as the conversation every model reads: the opening defence as the system turn, the
+    attack (or the right code) and the closing defence as the user turn."""
     user = item["attack"] if item["kind"] == "attack" else item["access_code"]
     if item["post_prompt"]:
         user = f"{user}\n\n{item['post_prompt']}"
@@ -200,7 +202,7 @@ class TensorTrust(Benchmark):
         return load_tensortrust(data, ctx.config.limit)
 
     def conversation(self, item: Item, ctx: Context) -> list[dict[str, str]]:
-        return _conversation(item)
+        return chat(item)
 
     def unit(self, item: Item) -> str:
         return defence(item)

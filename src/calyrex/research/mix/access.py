@@ -2,7 +2,7 @@
 
 A defence is a system prompt (``opening_defense``) and a closing text (``closing_defense``) that
 guard an ``access_code``. The turns are laid out as the benchmark lays them out
-(:func:`calyrex.eval.tensortrust._conversation`, one definition): the opening defence is the
+(:func:`calyrex.eval.tensortrust.chat`, one definition): the opening defence is the
 system turn; the user turn is the user's text followed by the closing defence after a blank line.
 
 Outcomes, in a fixed rotation over the shuffled defences (:data:`ROTATIONS`, chosen by
@@ -81,10 +81,10 @@ DENIAL = re.compile(
 
 def conversation(defense: Defense, text: str) -> list[dict[str, str]]:
     """System and user turns for ``text`` typed against ``defense``, as the benchmark maps them."""
-    from ...eval.tensortrust import _conversation
+    from ...eval.tensortrust import chat
 
     item = {"kind": "attack", "attack": text, "pre_prompt": defense.opening}
-    return _conversation(item | {"post_prompt": defense.closing})
+    return chat(item | {"post_prompt": defense.closing})
 
 
 def denial(defense: Defense) -> str | None:

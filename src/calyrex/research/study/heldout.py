@@ -56,7 +56,7 @@ def tensortrust_cases(root: Path, skip: int, limit: int | None, tokens: int) -> 
             continue
         if bench == "extraction" and tensortrust.ambiguous_code(code):
             continue  # a refusal would say the code: no leak to read (the suite's rule)
-        chat = tensortrust._conversation(item)
+        chat = tensortrust.chat(item)
         if item["kind"] == "access":
             expect = {"regex": GRANTED_PATTERN}
             yield _case(item, chat, f"{bench}: right code granted", expect, group, grant)

@@ -504,7 +504,7 @@ def rescore(cfg: StudyConfig, out: Path) -> list[str]:
 def share_right_codes(cfg: StudyConfig, out: Path, run: str, config: Any) -> int:
     """The many-shot suite's right-code replies not yet made are taken from the same run's Tensor
     Trust row for the *identical* prompt (a defence with its own code, no shots:
-    ``msj_hijack.conversation`` is ``tensortrust._conversation`` there), with its grant
+    ``msj_hijack.conversation`` is ``tensortrust.chat`` there), with its grant
     log-probability, marked ``borrowed_from``, rather than computed twice. Called before the
     suite runs, and by :func:`rescore` (the first study's replies predate the suite asking each
     sample's right code). The grant verdict reads only the reply's first line, which both suites'
