@@ -1,12 +1,13 @@
 """Rewrite the real-model study's results block in the README and the study page.
 
-    python scripts/readme_study.py            # rewrite README.md and docs/study.md between the markers
+    python scripts/readme_study.py            # rewrite docs/study.md (and README.md) between the markers
     python scripts/readme_study.py --check    # exit 1 if either is not what the files give
 
 Source: ``results/study-real-smollm2/report.json`` (written by ``calyrex study real``) and the
 mixes' ``data/*.stats.json``. Nothing is retyped: the tables are :mod:`calyrex.research.study.markdown`'s
-rendering of that file; the README's block is the short one, docs/study.md's the full one. A
-missing report leaves the pages alone; a page without the markers is an error.
+rendering of that file; docs/study.md holds every study's full block, the README the trained
+study's short one. A missing report leaves the pages alone; a page without the markers is an
+error.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ REPORT = ROOT / "results" / "study-real-smollm2" / "report.json"
 REPORT_V2 = ROOT / "results" / "study-real-smollm2-v2" / "report.json"
 REPORTS = {"study-real": REPORT, "study-real-v2": REPORT_V2}
 CONFIGS: dict[str, StudyConfig] = {"study-real": V1, "study-real-v2": FULL}
-PAGES = [ROOT / "README.md", ROOT / "docs" / "study.md"]  # docs/study.md: the full block
+STUDY_PAGE = ROOT / "docs" / "study.md"  # every block, in full
+# the README carries the trained study's short block; the first (superseded) study's is in docs only
+PAGES = {"study-real": [STUDY_PAGE], "study-real-v2": [ROOT / "README.md", STUDY_PAGE]}
 LABELS = ["base", "calyrex-late8th", "calyrex-analyze", "lora", "parallel_mlp", "lora-equal-time"]
 LABELS += ["calyrex-equal-time", "calyrex-fewer-granted", "lora-fewer-granted"]
 LABELS += ["calyrex-dpo", "lora-dpo", "parallel_mlp-dpo"]
@@ -151,8 +154,8 @@ def main() -> int:
             print(f"left alone: {source} missing", file=sys.stderr)
             continue
         report = json.loads(source.read_text())
-        for page in PAGES:
-            blocks[(page, marker)] = block(report, page.parent.name == "docs", marker)
+        for page in PAGES[marker]:
+            blocks[(page, marker)] = block(report, page == STUDY_PAGE, marker)
     if not blocks:
         return 0
     return rewrite(blocks, ROOT, args.check, "python scripts/readme_study.py")
