@@ -493,6 +493,28 @@ def test_a_changed_recipe_is_refused_only_where_it_was_trained(tmp_path):
         run_study(replace(FULL, patience=5, eval_steps=10), tmp_path, stages=())
 
 
+def test_dpos_recipe_may_change_until_a_dpo_sweep_or_run_exists(tmp_path):
+    """SFT runs trained do not fix DPO's recipe (no DPO run has read it); the first DPO sweep
+    or DPO run does, and an SFT field stays fixed by the SFT runs."""
+    from dataclasses import replace
+
+    from calyrex.research.study.real import _jsonable, run_study
+
+    (tmp_path / "study.json").write_text(json.dumps({"config": _jsonable(FULL)}))
+    (tmp_path / "sweep" / "calyrex-sft-lr0.001").mkdir(parents=True)
+    (tmp_path / "train" / "calyrex-late8th-s0").mkdir(parents=True)
+    fewer = replace(FULL, dpo_lr_grid=(3e-5, 1e-4), dpo_beta=0.2)
+    run_study(fewer, tmp_path, stages=())  # allowed
+    (tmp_path / "study.json").write_text(json.dumps({"config": _jsonable(fewer)}))  # its record
+    with pytest.raises(ValueError, match="other lr_grid"):
+        run_study(replace(fewer, lr_grid=(1e-3,)), tmp_path, stages=())
+    for made in ("sweep/calyrex-dpo-lr3e-05", "train/calyrex-dpo-s1"):
+        (tmp_path / made).mkdir()
+        with pytest.raises(ValueError, match="other dpo_beta, dpo_lr_grid"):
+            run_study(FULL, tmp_path, stages=())
+        (tmp_path / made).rmdir()
+
+
 def test_the_sweep_table_orders_values_and_marks_the_grown_ones():
     from calyrex.research.study.markdown import sweep_table
 

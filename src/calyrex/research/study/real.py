@@ -42,6 +42,9 @@ RECIPE += ("patience", "lr_grid", "dpo_lr_grid", "sweep_steps", "dpo_sweep_steps
 RECIPE += ("dpo_reference",)
 # the fields that set only the study's runs, not its learning-rate sweeps
 RUNS_ONLY = ("steps", "dpo_steps", "epochs", "dpo_epochs", "eval_steps", "patience")
+# the fields that set only the DPO runs and their sweep: free until the first of those exists
+DPO_ONLY = ("dpo_steps", "dpo_lr", "dpo_beta", "dpo_epochs", "dpo_lr_grid", "dpo_sweep_steps")
+DPO_ONLY += ("dpo_reference",)
 
 
 def _say(msg: str) -> None:
@@ -417,14 +420,9 @@ def run_study(
     previous = json.loads(plan.read_text()) if plan.is_file() else {}
     old, new = previous.get("config") or {}, _jsonable(cfg)
     changed = [k for k in RECIPE if k in old and old[k] != new[k]]
-    # what was trained under the old recipe: sweeps only, or runs too (evaluating the base
-    # does not depend on the recipe; a sweep does not depend on the runs' budget)
-    trained = (out / "train").is_dir() or (
-        (out / "sweep").is_dir() and any(k not in RUNS_ONLY for k in changed)
-    )
-    if changed and trained:
+    if refused := _trained_under(cfg, out, changed):
         raise ValueError(
-            f"{out} holds a study trained with other {', '.join(changed)} ({plan}); "
+            f"{out} holds a study trained with other {', '.join(refused)} ({plan}); "
             "use a new --out or delete it"
         )
     layers = previous.get("analyze_layers")
@@ -470,6 +468,21 @@ def run_study(
     report = timed("report", lambda: write_report(cfg, out)) if "report" in stages else {}
     _say(f"done in {time.time() - start:.0f} s ({out})")
     return report
+
+
+def _trained_under(cfg: StudyConfig, out: Path, changed: list[str]) -> list[str]:
+    """The recipe fields of ``changed`` that something in ``out`` was trained under: a DPO field
+    once a DPO sweep or DPO run exists; any other field once a run exists, or once a sweep
+    exists for a field that is not the runs' budget alone (evaluating the base does not depend
+    on the recipe)."""
+    dpo_runs = [r for r, arm, _ in runs(cfg) if arm is not None and arm.objective == "dpo"]
+    dpo = any((out / "sweep").glob("*-dpo-lr*")) or any(
+        (out / "train" / r).exists() for r in dpo_runs
+    )
+    trained, swept = (out / "train").is_dir(), (out / "sweep").is_dir()
+    return [
+        k for k in changed if (dpo if k in DPO_ONLY else trained or (swept and k not in RUNS_ONLY))
+    ]
 
 
 def rescore(cfg: StudyConfig, out: Path) -> list[str]:
