@@ -45,6 +45,8 @@ RUNS_ONLY = ("steps", "dpo_steps", "epochs", "dpo_epochs", "eval_steps", "patien
 # the fields that set only the DPO runs and their sweep: free until the first of those exists
 DPO_ONLY = ("dpo_steps", "dpo_lr", "dpo_beta", "dpo_epochs", "dpo_lr_grid", "dpo_sweep_steps")
 DPO_ONLY += ("dpo_reference",)
+# a sweep run's folder in OUT/sweep: its arm's sweep_key and learning rate (``*`` in a glob)
+SWEEP_RUN = "{key}-lr{lr}"
 
 
 def _say(msg: str) -> None:
@@ -212,7 +214,7 @@ def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path) -> float:
         return cfg.dpo_lr if dpo else cfg.lr
     if _val(cfg, data, arm) is None:
         raise ValueError("a learning-rate sweep needs a validation split (val_rows)")
-    key = f"{arm.method}-{arm.objective}"
+    key = sweep_key(arm)
     file = out / "sweep" / "chosen.json"
     chosen = json.loads(file.read_text()) if file.is_file() else {}
     recipe = {"grid": list(grid), "extend": cfg.sweep_extend}
@@ -239,6 +241,11 @@ def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path) -> float:
     return best
 
 
+def sweep_key(arm: Arm) -> str:
+    """The sweep an arm's learning rate comes from: one per method and objective."""
+    return f"{arm.method}-{arm.objective}"
+
+
 def _past_edge(values: list[float], up: bool) -> float:
     """The next learning rate past the top (``up``) or bottom of a sorted grid: a decade past
     the second-outermost value where that lies beyond the edge (1e-3, 3e-3 → 1e-2: a 1-3-10
@@ -257,7 +264,7 @@ def _sweep_loss(
 ) -> float:
     """The best validation loss of ``arm``'s method at ``lr`` (``arm``'s first seed, ``steps``
     steps); the method's plain arm (late8th) stands for every arm of the method."""
-    where = out / "sweep" / f"{key}-lr{lr:g}"
+    where = out / "sweep" / SWEEP_RUN.format(key=key, lr=f"{lr:g}")
     if not (where / "summary.json").is_file():
         _say(f"sweep {where.name}")
         plain = replace(arm, placement="late8th")
@@ -475,9 +482,10 @@ def _trained_under(cfg: StudyConfig, out: Path, changed: list[str]) -> list[str]
     once a DPO sweep or DPO run exists; any other field once a run exists, or once a sweep
     exists for a field that is not the runs' budget alone (evaluating the base does not depend
     on the recipe)."""
-    dpo_runs = [r for r, arm, _ in runs(cfg) if arm is not None and arm.objective == "dpo"]
-    dpo = any((out / "sweep").glob("*-dpo-lr*")) or any(
-        (out / "train" / r).exists() for r in dpo_runs
+    dpo_runs = [(r, arm) for r, arm, _ in runs(cfg) if arm is not None and arm.objective == "dpo"]
+    dpo = any((out / "train" / r).exists() for r, _ in dpo_runs) or any(
+        any((out / "sweep").glob(SWEEP_RUN.format(key=sweep_key(arm), lr="*")))
+        for _, arm in dpo_runs
     )
     trained, swept = (out / "train").is_dir(), (out / "sweep").is_dir()
     return [
