@@ -21,6 +21,7 @@ from calyrex.cli.fields import (
     flag_fields,
     options_from,
     options_of,
+    plain,
     split_options,
 )
 from calyrex.core.plugins import load
@@ -391,3 +392,17 @@ def test_top_level_help_gives_each_command_a_whole_sentence_and_its_wing(capsys)
     assert {"eval", "serve", "train"} <= library and not {"study", "mix"} & library
     assert {"study", "mix", "reproduce"} <= research and not {"eval", "train"} & research
     assert "deltas vs --baseline) and" in " ".join(text.split())  # the report line, whole
+
+
+def test_plain_drops_restructuredtext_markup():
+    assert plain("run as ``--cases`` (:mod:`.heldout`)") == "run as --cases (.heldout)"
+    assert plain(":func:`~calyrex.eval.grant.granted` reads it") == "granted reads it"
+    assert plain(":class:`calyrex.eval.bench.Context`") == "calyrex.eval.bench.Context"
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands()))
+def test_help_reads_as_plain_text_not_restructuredtext(name):
+    """Help and descriptions come from docstrings written for mkdocstrings; the terminal shows
+    them without ``literal`` quotes or :role:`targets`."""
+    text = cli.subcommand_parser(name).format_help()
+    assert not re.search(r"``|:[a-z]+:`", text), f"calyrex {name} --help shows markup"

@@ -115,8 +115,22 @@ def param_docs(fn: Callable[..., Any]) -> dict[str, str]:
     return docs
 
 
+# reStructuredText a docstring may hold, as a terminal should show it: ``--cases`` → --cases,
+# :mod:`.heldout` → .heldout, :func:`~calyrex.eval.grant.granted` → granted
+LITERAL = re.compile(r"``(.+?)``")
+ROLE = re.compile(r":[a-z]+:`(~?)([^`]+?)`")
+
+
+def plain(text: str) -> str:
+    """``text`` without reStructuredText's literal quotes and cross-reference roles."""
+    text = ROLE.sub(lambda m: m[2].rsplit(".", 1)[-1] if m[1] else m[2], text)
+    return LITERAL.sub(r"\1", text)
+
+
 def help_text(text: str, default: Any) -> str:
-    """``text`` with its default appended, escaped for argparse's %-formatting."""
+    """``text`` in plain words (:func:`plain`) with its default appended, escaped for
+    argparse's %-formatting."""
+    text = plain(text)
     shown = _shown(default)
     if shown is not None:
         text = f"{text} (default: {shown})" if text else f"default: {shown}"
@@ -127,7 +141,7 @@ def description(fn: Callable[..., Any]) -> str:
     """``fn``'s docstring without its ``Args:`` block (which becomes the flags' help)."""
     doc = inspect.getdoc(fn) or ""
     lines = doc.splitlines()
-    return "\n".join(lines[: lines.index("Args:")]).rstrip() if "Args:" in lines else doc
+    return plain("\n".join(lines[: lines.index("Args:")]).rstrip() if "Args:" in lines else doc)
 
 
 def summary(fn: Callable[..., Any]) -> str:
