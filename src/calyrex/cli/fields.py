@@ -145,10 +145,10 @@ def description(fn: Callable[..., Any]) -> str:
 
 
 def summary(fn: Callable[..., Any]) -> str:
-    """``fn``'s first sentence, whole, in one line and without reST markup: its line in
-    ``calyrex --help`` (a docstring's first *line* stops mid-sentence where the text wraps)."""
+    """``fn``'s first sentence, whole, in one line (plain words: :func:`description`): its line
+    in ``calyrex --help`` (a docstring's first *line* stops mid-sentence where the text wraps)."""
     first = description(fn).split("\n\n")[0]
-    text = " ".join(first.split()).replace("``", "`")
+    text = " ".join(first.split())
     end = re.search(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)[.!?](?=\s|$)", text)
     return text[: end.end()] if end else text
 
