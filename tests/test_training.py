@@ -704,3 +704,55 @@ def test_a_run_restarted_without_a_checkpoint_logs_each_step_once(backbone, tmp_
     assert all(r.get("loss") != 9.0 for r in rows)
     best = json.loads((out / "best.json").read_text())
     assert best["eval_loss"] != 0.1  # the new run's own, not the earlier attempt's
+
+
+@pytest.mark.parametrize("checkpoint", ["with_clock", "from_before_the_clock"])
+def test_a_resumed_runs_seconds_are_summed_over_its_attempts(
+    checkpoint, backbone, tmp_path, monkeypatch
+):
+    """``summary.json``'s seconds are the run's, not the last attempt's (the study's report
+    divides them by the steps): the checkpoint resumed from carries the seconds up to it. A
+    checkpoint written before the clock existed resumes too, counting this attempt only."""
+    from calyrex.training import trainer as trainer_module
+
+    base_dir, data = backbone
+    cfg = TrainConfig(
+        model=str(base_dir),
+        data=str(data),
+        out=str(tmp_path / "run"),
+        max_steps=4,
+        batch_size=4,
+        save_steps=2,
+        logging_steps=1,
+        precision="fp32",
+        progress=False,
+    )
+    step_end = trainer_module.MetricsLog.on_step_end
+
+    def interrupted(self, args, state, control, **kw):
+        if state.global_step == 3:  # after checkpoint-2
+            raise KeyboardInterrupt
+        return step_end(self, args, state, control, **kw)
+
+    monkeypatch.setattr(trainer_module.MetricsLog, "on_step_end", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg)
+    monkeypatch.undo()
+    state_file = tmp_path / "run" / "checkpoint-2" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    assert state["stateful_callbacks"]["Clock"]["attributes"]["seconds"] > 0
+    if checkpoint == "with_clock":  # as if the first attempt had taken 1000 s to step 2
+        state["stateful_callbacks"]["Clock"]["attributes"]["seconds"] = 1000.0
+        before = 1000.0
+    else:
+        del state["stateful_callbacks"]["Clock"]
+        before = 0.0
+    state_file.write_text(json.dumps(state))
+    train(dataclasses.replace(cfg, resume=True))
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["steps"] == 4
+    assert 0 < summary["seconds_this_attempt"] < 1000
+    assert summary["seconds"] == pytest.approx(before + summary["seconds_this_attempt"], abs=0.02)
+    # the checkpoint the resumed attempt wrote carries the sum on
+    later = json.loads((tmp_path / "run" / "checkpoint-4" / "trainer_state.json").read_text())
+    assert later["stateful_callbacks"]["Clock"]["attributes"]["seconds"] >= before

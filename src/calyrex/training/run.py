@@ -217,7 +217,15 @@ def train(cfg: TrainConfig) -> TrainResult:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from transformers.trainer_utils import get_last_checkpoint
 
-    from .trainer import KeepBest, LossBar, MetricsLog, barrier, forget_best, trim_metrics
+    from .trainer import (
+        Clock,
+        KeepBest,
+        LossBar,
+        MetricsLog,
+        barrier,
+        forget_best,
+        trim_metrics,
+    )
 
     cfg.validate()
     start = time.perf_counter()
@@ -265,6 +273,7 @@ def train(cfg: TrainConfig) -> TrainResult:
             trainer.remove_callback(callback)
     out.mkdir(parents=True, exist_ok=True)
     trainer.add_callback(MetricsLog(out / "metrics.jsonl"))  # before the bar: it adds tokens/s
+    trainer.add_callback(clock := Clock(start))
     if cfg.progress:
         trainer.add_callback(LossBar())
     if val is not None:
@@ -290,7 +299,8 @@ def train(cfg: TrainConfig) -> TrainResult:
             "data": stats.summary(),
             "train_loss": result.training_loss,
             "steps": result.global_step,
-            "seconds": round(time.perf_counter() - start, 2),
+            "seconds": round(clock.seconds, 2),  # every attempt's, up to where the next resumed
+            "seconds_this_attempt": round(clock.this_attempt, 2),
             "adapter_checksums": checksums,
             "distributed": trainer.accelerator.distributed_type.value,  # NO, MULTI_CPU, FSDP, …
             "objective": cfg.objective,
@@ -318,7 +328,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         counts,
         stats.summary(),
         result.training_loss,
-        time.perf_counter() - start,
+        clock.seconds,
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 from transformers import Trainer, TrainerCallback
-from transformers.trainer_callback import ProgressCallback
+from transformers.trainer_callback import ExportableState, ProgressCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from ..core.adapter_io import read_adapter
@@ -96,6 +96,37 @@ class MetricsLog(TrainerCallback):
         if state.global_step >= state.max_steps:
             control.should_log = True
         return control
+
+
+class Clock(TrainerCallback, ExportableState):
+    """A run's wall seconds summed over its attempts: each checkpoint's ``trainer_state.json``
+    stores the seconds up to it (``ExportableState``), and a run resumed from it starts from
+    them. What a killed attempt spent after its last checkpoint is not the run's: it is redone."""
+
+    def __init__(self, started: float | None = None) -> None:
+        self.started = time.perf_counter() if started is None else started  # this attempt's
+        self.before = 0.0  # the attempts before it, up to the checkpoint resumed from
+
+    @property
+    def seconds(self) -> float:
+        return self.before + time.perf_counter() - self.started
+
+    @property
+    def this_attempt(self) -> float:
+        return time.perf_counter() - self.started
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        # resumed: the Trainer has loaded the checkpoint's state, this callback's entry with it
+        name, kept = type(self).__name__, state.stateful_callbacks
+        stored = kept.get(name) or {}
+        if isinstance(stored, list):  # the Trainer's form for several callbacks of one class
+            stored = stored[-1] if stored else {}
+        self.before = float(stored.get("attributes", {}).get("seconds", 0.0))
+        # a checkpoint from before the clock has no entry, and the Trainer's save needs one
+        kept.setdefault(name, self.state())
+
+    def state(self) -> dict[str, Any]:
+        return {"args": {}, "attributes": {"seconds": round(self.seconds, 2)}}
 
 
 BEST = "best.json"  # OUT/best.json: the step and validation loss of OUT/best-STEP
