@@ -189,6 +189,10 @@ def test_quick_study_runs_every_stage_and_resumes(model, tmp_path, request):
     assert dpo_rows and all(r["val_rewards"] for r in dpo_rows)
     # the reference is the SFT model each DPO run starts from: its first validation margin is 0
     assert all(v["rewards/margins"][0] == 0.0 for r in dpo_rows for v in r["val_rewards"])
+    assert all(v["rewards/chosen"][0] == 0.0 for r in dpo_rows for v in r["val_rewards"])
+    # each DPO sweep value's last validation rewards, read from its sweep run
+    for key, s in report["sweep"].items():
+        assert set(s.get("val_rewards", {})) == (set(s["val_loss"]) if "-dpo" in key else set())
     assert report["validation_plot"] == "validation.png" and (out / "validation.png").is_file()
     assert render(report, ["base", *sorted(arms)])
     # the held-out attack items, as --cases, on every model of QUICK (all seed 0), paired
@@ -531,6 +535,17 @@ def test_the_sweep_table_orders_values_and_marks_the_grown_ones():
     lines = sweep_table({"sweep": sweep})
     assert "| 0.0003†: 2.5000, 0.001: 2.4000, **0.003: 2.3000** | 0.003 |" in lines[2]
     assert any(line.startswith("† grown past") for line in lines)
+    assert not any("chosen reward" in line for line in lines)  # SFT sweeps have no rewards
+    # a DPO sweep: each value's validation rewards, in the order of the values
+    dpo = {"lr": 1e-4, "grid": [3e-5, 1e-4], "swept": [3e-5, 1e-4], "steps": 40}
+    dpo |= {"val_loss": {"0.0001": 0.575, "3e-05": 0.653}, "at_grid_edge": True}
+    reward = {"rewards/margins": 0.321, "rewards/accuracies": 0.7885, "rewards/chosen": -0.041}
+    dpo["val_rewards"] = {"0.0001": reward, "3e-05": reward | {"rewards/chosen": 0.004}}
+    lines = sweep_table({"sweep": {"calyrex-dpo": dpo}})
+    assert (
+        "- calyrex-dpo, validation reward margin / accuracy / chosen reward: "
+        "3e-05: 0.321 / 79 % / +0.004; 0.0001: 0.321 / 79 % / -0.041"
+    ) in lines
 
 
 def test_many_shot_right_codes_are_tensortrusts_and_are_not_computed_twice(tmp_path):

@@ -149,7 +149,23 @@ def sweep_table(report: dict[str, Any]) -> list[str]:
         lines.append(f"| {key} | {s['steps']} | {losses} | {s['lr']:g}{edge} |")
     grown = any(set(s.get("swept", [])) - set(s.get("grid", [])) for s in sweep.values())
     note = "† grown past the grid's edge, where the grid's best value lay (sweep_extend)"
-    return [*lines, "", *([note, ""] if grown else [])]
+    rewards = [_sweep_rewards(key, s) for key, s in sweep.items() if s.get("val_rewards")]
+    if rewards:
+        rewards.append(
+            "  (a chosen reward below 0: the preferred replies are less likely than under the "
+            "reference, β × their log-probability change)"
+        )
+    return [*lines, "", *([note, ""] if grown else []), *([*rewards, ""] if rewards else [])]
+
+
+def _sweep_rewards(key: str, s: dict[str, Any]) -> str:
+    """A DPO sweep's validation reward margin, accuracy and chosen reward per learning rate."""
+    cells = [
+        f"{lr}: {r['rewards/margins']:.3f} / {100 * r['rewards/accuracies']:.0f} % / "
+        f"{r['rewards/chosen']:+.3f}"
+        for lr, r in sorted(s["val_rewards"].items(), key=lambda i: float(i[0]))
+    ]
+    return f"- {key}, validation reward margin / accuracy / chosen reward: " + "; ".join(cells)
 
 
 def _sweep_cell(lr: str, loss: float, chosen: float, grid: set[float]) -> str:
@@ -167,9 +183,11 @@ def dpo_rewards(report: dict[str, Any]) -> list[str]:
             acc = rewards.get("rewards/accuracies") or [None, None]
             if None in margin or None in acc:
                 continue
+            chosen = rewards.get("rewards/chosen") or [None, None]
             lines.append(
                 f"- {label} (run {seed + 1}): validation reward margin {margin[0]:.3f} → "
                 f"{margin[1]:.3f}, accuracy {100 * acc[0]:.0f} % → {100 * acc[1]:.0f} %"
+                + ("" if None in chosen else f", chosen reward {chosen[0]:+.3f} → {chosen[1]:+.3f}")
             )
     return [*lines, ""] if lines else []
 

@@ -15,6 +15,15 @@ def run_name(arm: Arm, seed: int) -> str:
     return f"{arm.label}-s{seed}"
 
 
+# a sweep run's folder in OUT/sweep: its arm's sweep_key and learning rate (``*`` in a glob)
+SWEEP_RUN = "{key}-lr{lr}"
+
+
+def sweep_key(arm: Arm) -> str:
+    """The sweep an arm's learning rate comes from: one per method and objective."""
+    return f"{arm.method}-{arm.objective}"
+
+
 def runs(cfg: StudyConfig) -> list[tuple[str, Arm | None, int | None]]:
     """(run name, arm, seed) of every model, in the order they are made: the base, then the
     paper's comparison (the SFT arms trained on every seed) seed by seed, so a study cut short

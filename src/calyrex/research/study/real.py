@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Arm, StudyConfig, Suite
-from .plan import due, finished, heldout_dir, heldout_due, run_name, runs
+from .plan import SWEEP_RUN, due, finished, heldout_dir, heldout_due, run_name, runs, sweep_key
 
 STAGES = ("mix", "analyze", "sweep", "train", "eval", "report")
 EXTRA_STAGES = ("rescore", "status")
@@ -45,8 +45,6 @@ RUNS_ONLY = ("steps", "dpo_steps", "epochs", "dpo_epochs", "eval_steps", "patien
 # the fields that set only the DPO runs and their sweep: free until the first of those exists
 DPO_ONLY = ("dpo_steps", "dpo_lr", "dpo_beta", "dpo_epochs", "dpo_lr_grid", "dpo_sweep_steps")
 DPO_ONLY += ("dpo_reference",)
-# a sweep run's folder in OUT/sweep: its arm's sweep_key and learning rate (``*`` in a glob)
-SWEEP_RUN = "{key}-lr{lr}"
 
 
 def _say(msg: str) -> None:
@@ -239,11 +237,6 @@ def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path) -> float:
         + (" at the grid's edge" if edge else "")
     )
     return best
-
-
-def sweep_key(arm: Arm) -> str:
-    """The sweep an arm's learning rate comes from: one per method and objective."""
-    return f"{arm.method}-{arm.objective}"
 
 
 def _past_edge(values: list[float], up: bool) -> float:

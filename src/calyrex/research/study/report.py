@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .config import BASELINES, CALYREX, CAPABILITY, CHANGES, DESCRIBED, Arm, StudyConfig
-from .plan import finished, run_name, runs
+from .plan import SWEEP_RUN, finished, run_name, runs
 
 Z95 = 1.959964
 
@@ -448,6 +448,7 @@ def _convergence(sums: list[dict[str, Any]], objective: str) -> dict[str, Any]:
     if objective == "dpo":  # per run: the validation margin and accuracy, first → last eval
         row["val_rewards"] = [
             {k: [r[0].get(k), r[-1].get(k)] for k in ("rewards/margins", "rewards/accuracies")}
+            | {"rewards/chosen": [r[0].get("rewards/chosen"), r[-1].get("rewards/chosen")]}
             for r in (s["validation"].get("rewards") or [{}] for s in valid)
         ]
     return row
@@ -472,9 +473,26 @@ def _at_the_end(out: Path, named: list[tuple[str, dict[str, Any]]]) -> dict[str,
 
 
 def sweep(out: Path) -> dict[str, Any]:
-    """The learning-rate sweep's losses and choices (``OUT/sweep/chosen.json``), or {}."""
+    """The learning-rate sweep's losses and choices (``OUT/sweep/chosen.json``), or {}; a DPO
+    sweep with each value's validation rewards at its last step (``val_rewards``): a low loss
+    bought by making the preferred replies less likely than under the reference shows there."""
     file = out / "sweep" / "chosen.json"
-    return json.loads(file.read_text()) if file.is_file() else {}
+    chosen = json.loads(file.read_text()) if file.is_file() else {}
+    for key, s in chosen.items():
+        rewards = {
+            lr: _last_val_rewards(out / "sweep" / SWEEP_RUN.format(key=key, lr=lr))
+            for lr in s["val_loss"]
+        }
+        if any(rewards.values()):
+            s["val_rewards"] = {lr: r for lr, r in rewards.items() if r}
+    return chosen
+
+
+def _last_val_rewards(where: Path) -> dict[str, float]:
+    """A DPO run's validation rewards at its last evaluation ({} for SFT, or none written)."""
+    summary = _first_summary(where) or {}
+    evaluations = summary.get("validation", {}).get("rewards") or [{}]
+    return {k: v for k, v in evaluations[-1].items() if k != "step"}
 
 
 def curves(cfg: StudyConfig, out: Path) -> str | None:
