@@ -511,17 +511,16 @@ def test_cli_yaml_config_mirrors_options(backbone, tmp_path):
     assert main(["train", "--model", "x"]) == 2  # missing options: a clear error, exit code 2
 
 
-def test_bf16_autocast_with_gradient_checkpointing(backbone, tmp_path):
+def _tiny_config(backbone, out, **kw) -> TrainConfig:
+    """A short run on the module's tiny backbone: batch 4, no progress bar."""
     base_dir, data = backbone
-    cfg = TrainConfig(
-        model=str(base_dir),
-        data=str(data),
-        out=str(tmp_path / "bf16"),
-        max_steps=3,
-        batch_size=4,
-        precision="bf16",
-        gradient_checkpointing=True,
-        progress=False,
+    kw = {"batch_size": 4, "progress": False, **kw}
+    return TrainConfig(model=str(base_dir), data=str(data), out=str(out), **kw)
+
+
+def test_bf16_autocast_with_gradient_checkpointing(backbone, tmp_path):
+    cfg = _tiny_config(
+        backbone, tmp_path / "bf16", max_steps=3, precision="bf16", gradient_checkpointing=True
     )
     result = train(cfg)
     assert (
@@ -715,17 +714,8 @@ def test_a_resumed_runs_seconds_are_summed_over_its_attempts(
     checkpoint written before the clock existed resumes too, counting this attempt only."""
     from calyrex.training import trainer as trainer_module
 
-    base_dir, data = backbone
-    cfg = TrainConfig(
-        model=str(base_dir),
-        data=str(data),
-        out=str(tmp_path / "run"),
-        max_steps=4,
-        batch_size=4,
-        save_steps=2,
-        logging_steps=1,
-        precision="fp32",
-        progress=False,
+    cfg = _tiny_config(
+        backbone, tmp_path / "run", max_steps=4, save_steps=2, logging_steps=1, precision="fp32"
     )
     step_end = trainer_module.MetricsLog.on_step_end
 
