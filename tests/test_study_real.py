@@ -194,6 +194,12 @@ def test_quick_study_runs_every_stage_and_resumes(model, tmp_path, request):
     for key, s in report["sweep"].items():
         assert set(s.get("val_rewards", {})) == (set(s["val_loss"]) if "-dpo" in key else set())
     assert report["validation_plot"] == "validation.png" and (out / "validation.png").is_file()
+    # the compute its records hold: every sweep run, training run and suite timed
+    hours = report["compute_h"]
+    assert min(hours.values()) > 0
+    assert hours["total"] == pytest.approx(
+        hours["sweep"] + hours["train"] + hours["eval"], abs=0.02
+    )
     assert render(report, ["base", *sorted(arms)])
     # the held-out attack items, as --cases, on every model of QUICK (all seed 0), paired
     for run, _, _ in runs(QUICK):
@@ -517,6 +523,19 @@ def test_dpos_recipe_may_change_until_a_dpo_sweep_or_run_exists(tmp_path):
         with pytest.raises(ValueError, match="other dpo_beta, dpo_lr_grid"):
             run_study(FULL, tmp_path, stages=())
         (tmp_path / made).rmdir()
+
+
+def test_the_compute_is_the_records_and_an_older_report_keeps_its_timers():
+    from calyrex.research.study.markdown import compute_words
+
+    hours = {"sweep": 5.84, "train": 5.85, "eval": 4.1, "total": 15.79}
+    report = {"compute_h": hours, "wall_s": {"eval": 3000.0, "train": 600.0}}
+    assert compute_words(report) == (
+        "compute recorded 15.8 h (sweeps 5.8, training 5.8, evaluation 4.1)"
+    )
+    assert compute_words({"wall_s": {"eval": 3000.0, "train": 600.0}}) == (
+        "wall time recorded 60 min"
+    )
 
 
 def test_the_sweep_table_orders_values_and_marks_the_grown_ones():

@@ -417,16 +417,26 @@ def _training_words(report: dict[str, Any]) -> list[str]:
     return [words + (f" Validation curves: `{plot}`." if plot else ""), ""]
 
 
-def render(report: dict[str, Any], labels: list[str]) -> str:
+def compute_words(report: dict[str, Any]) -> str:
+    """The compute the study's records hold: each sweep run's, training run's and suite's own
+    seconds, summed (a stage killed and resumed keeps what it recorded; the orchestrator's stage
+    timers, ``wall_s``, lose a killed stage's time). A report from before them: the timers."""
+    if h := report.get("compute_h"):
+        return (
+            f"compute recorded {h['total']:.1f} h (sweeps {h['sweep']:.1f}, training "
+            f"{h['train']:.1f}, evaluation {h['eval']:.1f})"
+        )
     wall = report.get("wall_s") or {}
-    total = sum(wall.values())
+    return f"wall time recorded {sum(wall.values()) / 60:.0f} min"
+
+
+def render(report: dict[str, Any], labels: list[str]) -> str:
     lines = [
         f"# Real-model study: {report['model']}",
         "",
-        f"Other placement (from `calyrex analyze`): {report.get('placement')}. "
-        f"Wall time so far: {total / 60:.0f} min ("
-        + ", ".join(f"{k} {v / 60:.0f}" for k, v in wall.items())
-        + "). Rates in percent, mean over seeds, [95 % interval]; ↑/↓: higher/lower is better.",
+        f"Other placement (from `calyrex analyze`): {report.get('placement')}; "
+        f"{compute_words(report)}. Rates in percent, mean over seeds, [95 % interval]; ↑/↓: "
+        "higher/lower is better.",
         "",
         *results_table(report, labels),
         "",

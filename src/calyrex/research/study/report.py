@@ -529,12 +529,14 @@ def write_report(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     """``OUT/report.json`` and ``OUT/report.md`` from what the stages wrote."""
     from ...eval.data import write_json
     from .markdown import render
+    from .status import status
 
     study = json.loads((out / "study.json").read_text()) if (out / "study.json").is_file() else {}
     report = {
         "model": cfg.model,
         "placement": f"layers {study['analyze_layers']}" if study.get("analyze_layers") else None,
         "wall_s": study.get("wall_s", {}),
+        "compute_h": status(cfg, out)["hours"],
         "runs_evaluated": [r for r, _, _ in runs(cfg) if (out / "eval" / r).is_dir()],
         "training": training(cfg, out),
         "sweep": sweep(out),
