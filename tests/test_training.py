@@ -724,6 +724,10 @@ def test_a_resumed_runs_seconds_are_summed_over_its_attempts(
             raise KeyboardInterrupt
         return step_end(self, args, state, control, **kw)
 
+    # a run in one attempt: its seconds are that attempt's, setup included once
+    train(dataclasses.replace(cfg, out=str(tmp_path / "whole")))
+    whole = json.loads((tmp_path / "whole" / "summary.json").read_text())
+    assert whole["seconds"] == pytest.approx(whole["seconds_this_attempt"], abs=0.02)
     monkeypatch.setattr(trainer_module.MetricsLog, "on_step_end", interrupted)
     with pytest.raises(KeyboardInterrupt):
         train(cfg)

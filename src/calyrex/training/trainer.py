@@ -116,9 +116,10 @@ class Clock(TrainerCallback, ExportableState):
         return time.perf_counter() - self.started
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        # resumed: the Trainer has loaded the checkpoint's state, this callback's entry with it
+        # resumed: the Trainer has loaded the checkpoint's state, this callback's entry with it;
+        # from step 0 the entry is this attempt's own setup time, taken when the state was made
         name, kept = type(self).__name__, state.stateful_callbacks
-        stored = kept.get(name) or {}
+        stored = (kept.get(name) or {}) if state.global_step > 0 else {}
         if isinstance(stored, list):  # the Trainer's form for several callbacks of one class
             stored = stored[-1] if stored else {}
         self.before = float(stored.get("attributes", {}).get("seconds", 0.0))
