@@ -108,12 +108,12 @@ class Clock(TrainerCallback, ExportableState):
         self.before = 0.0  # the attempts before it, up to the checkpoint resumed from
 
     @property
-    def seconds(self) -> float:
-        return self.before + time.perf_counter() - self.started
-
-    @property
     def this_attempt(self) -> float:
         return time.perf_counter() - self.started
+
+    @property
+    def seconds(self) -> float:
+        return self.before + self.this_attempt
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         # resumed: the Trainer has loaded the checkpoint's state, this callback's entry with it;
