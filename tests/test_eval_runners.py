@@ -183,3 +183,29 @@ def test_merge_lora_folds_lora_into_the_weights_and_keeps_other_methods(saved, t
     args += ["--data", str(FIX / "glaive.json"), "--out", str(tmp_path / "o"), "--merge-lora"]
     assert main(args + ["--max-new-tokens", "2", "--device", "cpu"]) == 0
     assert json.loads((tmp_path / "o" / "run.json").read_text())["merge_lora"] is True
+
+
+def test_a_resumed_suites_seconds_hold_its_earlier_attempts(saved, tmp_path):
+    """``NAME.clock.json`` carries the seconds up to the last saved reply; a suite resumed from
+    its saved replies adds its own to them, one never interrupted records just its attempt."""
+    data = FIX / "tensortrust"
+    rc, whole = run_model(saved, "tensortrust", data, tmp_path / "whole")
+    assert rc == 0 and whole["seconds"] == pytest.approx(whole["seconds_this_attempt"], abs=0.1)
+    clock = json.loads((tmp_path / "whole" / "tensortrust.clock.json").read_text())
+    assert 0 < clock["seconds"] <= whole["seconds"]
+    # an attempt interrupted after half its replies, as if it had taken 1000 s to save them
+    out = tmp_path / "resumed"
+    out.mkdir()
+    saved_rows = (tmp_path / "whole" / "tensortrust.responses.jsonl").read_text().splitlines()
+    half = saved_rows[: len(saved_rows) // 2]
+    (out / "tensortrust.responses.jsonl").write_text("".join(r + "\n" for r in half))
+    (out / "tensortrust.clock.json").write_text(json.dumps({"seconds": 1000.0}))
+    rc, resumed = run_model(saved, "tensortrust", data, out)
+    assert rc == 0 and resumed["n_items"] == whole["n_items"]
+    assert 0 < resumed["seconds_this_attempt"] < 1000
+    assert resumed["seconds"] == pytest.approx(1000 + resumed["seconds_this_attempt"], abs=0.1)
+    # saved replies without a clock (written before it, or by another suite): this attempt only
+    (out / "tensortrust.json").unlink()
+    (out / "tensortrust.clock.json").unlink()
+    rc, again = run_model(saved, "tensortrust", data, out)
+    assert again["seconds"] == pytest.approx(again["seconds_this_attempt"], abs=0.1)

@@ -51,6 +51,7 @@ class Context:
     judge: Any = None  # a calyrex.eval.judge.Judge, or None
     lm: Any = None  # the lm-eval model, for harness tasks
     reader: Any = None  # a calyrex.eval.prefill.Reader over the generator, made when needed
+    clock: Any = None  # the running suite's calyrex.eval.runner.SuiteClock
 
 
 class Benchmark:

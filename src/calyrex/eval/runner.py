@@ -39,6 +39,30 @@ def make_benchmark(name: str) -> Benchmark:
     return load(SUITES[name])()
 
 
+class SuiteClock:
+    """A suite's seconds over its attempts: ``NAME.clock.json`` holds the seconds spent up to its
+    last saved reply, and a suite resumed from its saved replies starts from them (what an
+    interrupted attempt spent after its last saved reply is redone, not counted)."""
+
+    def __init__(self, out: Path, name: str) -> None:
+        self.file = out / f"{name}.clock.json"
+        resumed = (out / f"{name}.responses.jsonl").is_file() and self.file.is_file()
+        self.before = json.loads(self.file.read_text())["seconds"] if resumed else 0.0
+        self.started = time.perf_counter()
+
+    @property
+    def this_attempt(self) -> float:
+        return time.perf_counter() - self.started
+
+    @property
+    def seconds(self) -> float:
+        return self.before + self.this_attempt
+
+    def tick(self) -> None:
+        """After each saved reply."""
+        write_json(self.file, {"seconds": round(self.seconds, 2)})
+
+
 def _rows(bench: Benchmark, items: list[dict], ctx: Context, responses: str | None) -> list[Row]:
     """Rows from ``--responses``, or cached + newly generated (appended as they come)."""
     if responses:
@@ -53,6 +77,8 @@ def _rows(bench: Benchmark, items: list[dict], ctx: Context, responses: str | No
         with tqdm(total=len(pending), desc=bench.name, unit="item") as bar:
             for row in bench.generate(pending, ctx):
                 append_row(cache, row)
+                if ctx.clock is not None:
+                    ctx.clock.tick()
                 rows.append(row)
                 bar.update(1)
     return rows
@@ -104,10 +130,11 @@ def evaluate(
             if bench.needs_judge and ctx.judge is None and judge_factory is not None:
                 ctx.judge = judge_factory()
             before = cost(ctx)
-            start = time.perf_counter()
+            ctx.clock = SuiteClock(out, name)
             record = run_one(bench, ctx, responses)
-            # what this run of the suite cost (a resumed suite: the part run this time)
-            record["seconds"] = round(time.perf_counter() - start, 1)
+            # what the suite cost, its earlier attempts' saved replies included
+            record["seconds"] = round(ctx.clock.seconds, 1)
+            record["seconds_this_attempt"] = round(ctx.clock.this_attempt, 1)
             used = {k: v - before[k] for k, v in cost(ctx).items()}
             if any(used.values()):  # the suite ran the model: its token counts
                 record["tokens"] = used
