@@ -192,7 +192,7 @@ def test_a_resumed_suites_seconds_hold_its_earlier_attempts(saved, tmp_path):
     rc, whole = run_model(saved, "tensortrust", data, tmp_path / "whole")
     assert rc == 0 and whole["seconds"] == pytest.approx(whole["seconds_this_attempt"], abs=0.1)
     clock = json.loads((tmp_path / "whole" / "tensortrust.clock.json").read_text())
-    assert 0 < clock["seconds"] <= whole["seconds"]
+    assert 0 < clock["seconds"] <= whole["seconds"] + 0.05  # the record rounds to 0.1 s
     # an attempt interrupted after half its replies, as if it had taken 1000 s to save them
     out = tmp_path / "resumed"
     out.mkdir()

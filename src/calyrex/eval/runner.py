@@ -9,10 +9,10 @@ needed) is written with ``"status": "skipped"`` and its reason, and is retried n
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
+from ..core.attempts import Attempts
 from . import PAPER, SUITES
 from .bench import Benchmark, Context, EvalConfig, NeedsModel, Row
 from .data import append_row, read_rows, write_json
@@ -39,7 +39,7 @@ def make_benchmark(name: str) -> Benchmark:
     return load(SUITES[name])()
 
 
-class SuiteClock:
+class SuiteClock(Attempts):
     """A suite's seconds over its attempts: ``NAME.clock.json`` holds the seconds spent up to its
     last saved reply, and a suite resumed from its saved replies starts from them (what an
     interrupted attempt spent after its last saved reply is redone, not counted)."""
@@ -47,16 +47,7 @@ class SuiteClock:
     def __init__(self, out: Path, name: str) -> None:
         self.file = out / f"{name}.clock.json"
         resumed = (out / f"{name}.responses.jsonl").is_file() and self.file.is_file()
-        self.before = json.loads(self.file.read_text())["seconds"] if resumed else 0.0
-        self.started = time.perf_counter()
-
-    @property
-    def this_attempt(self) -> float:
-        return time.perf_counter() - self.started
-
-    @property
-    def seconds(self) -> float:
-        return self.before + self.this_attempt
+        super().__init__(json.loads(self.file.read_text())["seconds"] if resumed else 0.0)
 
     def tick(self) -> None:
         """After each saved reply."""
@@ -133,8 +124,9 @@ def evaluate(
             ctx.clock = SuiteClock(out, name)
             record = run_one(bench, ctx, responses)
             # what the suite cost, its earlier attempts' saved replies included
-            record["seconds"] = round(ctx.clock.seconds, 1)
-            record["seconds_this_attempt"] = round(ctx.clock.this_attempt, 1)
+            attempt = ctx.clock.this_attempt  # one reading for both figures
+            record["seconds"] = round(ctx.clock.before + attempt, 1)
+            record["seconds_this_attempt"] = round(attempt, 1)
             used = {k: v - before[k] for k, v in cost(ctx).items()}
             if any(used.values()):  # the suite ran the model: its token counts
                 record["tokens"] = used

@@ -291,6 +291,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     state = model.adapter_state_dict()  # all ranks: a collective under FSDP2
     if trainer.is_world_process_zero():
         _save_final(model, tok, adapter_dir, state)
+        attempt = clock.this_attempt  # one reading: the two figures below differ by ``before``
         summary = {
             "config": cfg.to_dict(),
             "precision": {"chosen": choice.precision, "reason": choice.reason},
@@ -299,8 +300,8 @@ def train(cfg: TrainConfig) -> TrainResult:
             "data": stats.summary(),
             "train_loss": result.training_loss,
             "steps": result.global_step,
-            "seconds": round(clock.seconds, 2),  # every attempt's, up to where the next resumed
-            "seconds_this_attempt": round(clock.this_attempt, 2),
+            "seconds": round(clock.before + attempt, 2),  # every attempt's, up to each resume
+            "seconds_this_attempt": round(attempt, 2),
             "adapter_checksums": checksums,
             "distributed": trainer.accelerator.distributed_type.value,  # NO, MULTI_CPU, FSDP, …
             "objective": cfg.objective,

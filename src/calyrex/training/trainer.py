@@ -16,6 +16,7 @@ from transformers.trainer_callback import ExportableState, ProgressCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from ..core.adapter_io import read_adapter
+from ..core.attempts import Attempts
 
 STAGING = ".staging"
 
@@ -98,22 +99,13 @@ class MetricsLog(TrainerCallback):
         return control
 
 
-class Clock(TrainerCallback, ExportableState):
+class Clock(TrainerCallback, ExportableState, Attempts):
     """A run's wall seconds summed over its attempts: each checkpoint's ``trainer_state.json``
     stores the seconds up to it (``ExportableState``), and a run resumed from it starts from
     them. What a killed attempt spent after its last checkpoint is not the run's: it is redone."""
 
     def __init__(self, started: float | None = None) -> None:
-        self.started = time.perf_counter() if started is None else started  # this attempt's
-        self.before = 0.0  # the attempts before it, up to the checkpoint resumed from
-
-    @property
-    def this_attempt(self) -> float:
-        return time.perf_counter() - self.started
-
-    @property
-    def seconds(self) -> float:
-        return self.before + self.this_attempt
+        Attempts.__init__(self, 0.0, started)  # ``before``: read at the train's beginning
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         # resumed: the Trainer has loaded the checkpoint's state, this callback's entry with it;
