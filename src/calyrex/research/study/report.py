@@ -445,10 +445,10 @@ def _convergence(sums: list[dict[str, Any]], objective: str) -> dict[str, Any]:
         ),
         "stopped_early": sum(bool(s["validation"]["stopped_early"]) for s in valid),
     }
-    if objective == "dpo":  # per run: the validation margin and accuracy, first → last eval
+    if objective == "dpo":  # per run: the validation margin, accuracy, chosen reward, first → last
+        keys = ("rewards/margins", "rewards/accuracies", "rewards/chosen")
         row["val_rewards"] = [
-            {k: [r[0].get(k), r[-1].get(k)] for k in ("rewards/margins", "rewards/accuracies")}
-            | {"rewards/chosen": [r[0].get("rewards/chosen"), r[-1].get("rewards/chosen")]}
+            {k: [r[0].get(k), r[-1].get(k)] for k in keys}
             for r in (s["validation"].get("rewards") or [{}] for s in valid)
         ]
     return row
