@@ -33,7 +33,7 @@ def smoke(out, **kw):
 def results(out):
     """Every benchmark record of every model, and the report's table (no paths in either, nor
     the seconds a benchmark took)."""
-    cost = ("seconds", "tokens")  # what a run took, not what it found
+    cost = ("seconds", "seconds_this_attempt", "tokens")  # what a run took, not what it found
     records = {
         str(f.relative_to(out)): {
             k: v for k, v in json.loads(f.read_text()).items() if k not in cost
