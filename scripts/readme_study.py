@@ -30,6 +30,7 @@ from calyrex.research.study.markdown import (
     dpo_verdict,
     results_table,
     sweep_table,
+    trained_again_lines,
     training_table,
     verdict_counts,
 )
@@ -116,6 +117,7 @@ def block(report: dict, full: bool, marker: str = "study-real") -> str:
             *_filled(training_table(report)),
             *sweep_table(report),
             *dpo_rewards(report),
+            *trained_again_lines(report),
         ]
     else:  # the README: no per-metric tables (they are in docs/study.md), their verdicts in words
         details = [

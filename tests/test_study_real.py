@@ -126,6 +126,58 @@ def test_a_dpo_run_to_redo_brings_back_the_sft_adapter_it_starts_from(tmp_path):
     assert not _adapter_needed(FULL, tmp_path, sft, 0)
 
 
+def test_a_run_trained_again_for_its_adapter_keeps_the_first_runs_records(tmp_path):
+    """The evaluated run's summary, curve, best step and precision stay beside the second run's
+    (NAME.previous.EXT); the report's training figures and curve are the first run's, the
+    compute holds both, and a third training keeps the first run's, not the second's."""
+    from calyrex.research.study.markdown import trained_again_lines
+    from calyrex.research.study.real import _forget_if_adapter_gone
+    from calyrex.research.study.report import _first_summary, trained_again
+    from calyrex.research.study.status import status
+
+    where = tmp_path / "train" / "calyrex-late8th-s1"
+    where.mkdir(parents=True)
+
+    def finish(loss, step, seconds):
+        best = {"step": step, "eval_loss": loss}
+        summary = {"steps": 496, "seconds": seconds, "validation": {"best": best}}
+        (where / "summary.json").write_text(json.dumps(summary))
+        (where / "metrics.jsonl").write_text(json.dumps({"step": step, "eval_loss": loss}) + "\n")
+        (where / "best.json").write_text(json.dumps(best))
+        (where / "precision.json").write_text(json.dumps({"chosen": "fp32"}))
+
+    finish(2.3643, 400, 3600.0)
+    _forget_if_adapter_gone(where)
+    assert sorted(p.name for p in where.iterdir()) == [
+        "best.previous.json",
+        "metrics.previous.jsonl",
+        "precision.previous.json",
+        "summary.previous.json",
+    ]
+    assert status(FULL, tmp_path)["runs"][4]["training"]["state"] == "not started"
+    finish(2.3650, 300, 1800.0)
+    (where / "adapter").mkdir()
+    _forget_if_adapter_gone(where)  # its adapter is here: nothing moves
+    assert (where / "summary.json").is_file()
+    assert _first_summary(where)["seconds"] == 3600.0
+    found = status(FULL, tmp_path)
+    assert found["runs"][4]["training"]["first"]["val_loss"] == 2.3643
+    assert found["hours"]["train"] == 1.5  # the first run and the second
+    rows = trained_again(FULL, tmp_path)
+    assert rows == [
+        {"run": "calyrex-late8th-s1", "best_step": [400, 300], "val_loss": [2.3643, 2.365]}
+        | {"seconds": [3600.0, 1800.0]}
+    ]
+    assert (
+        "2.3643 at step 400 (the adapter evaluated) → 2.3650 at step 300"
+        in (trained_again_lines({"trained_again": rows})[0])
+    )
+    (where / "adapter").rmdir()
+    _forget_if_adapter_gone(where)  # lost again: the second run's records go, the first's stay
+    assert not (where / "summary.json").exists() and not (where / "metrics.jsonl").exists()
+    assert _first_summary(where)["validation"]["best"]["eval_loss"] == 2.3643
+
+
 def test_cli_takes_the_study_as_a_positional_argument(capsys):
     with pytest.raises(SystemExit) as refused:  # the positional's choices, shown by --help
         main(["study", "nosuch", "--quick"])

@@ -192,6 +192,19 @@ def dpo_rewards(report: dict[str, Any]) -> list[str]:
     return [*lines, ""] if lines else []
 
 
+def trained_again_lines(report: dict[str, Any]) -> list[str]:
+    """Runs trained again because a later arm needed their adapter: the evaluated adapter's best
+    validation loss beside the later arm's start's (the same recipe and seed on another CPU)."""
+    lines = [
+        f"- {r['run']} trained again (its adapter lost with a machine; a DPO arm starts from it): "
+        f"best validation loss {r['val_loss'][0]:.4f} at step {r['best_step'][0]} (the adapter "
+        f"evaluated) → {r['val_loss'][1]:.4f} at step {r['best_step'][1]} (the DPO run's start); "
+        f"{r['seconds'][0] / 3600:.2f} h and {r['seconds'][1] / 3600:.2f} h"
+        for r in report.get("trained_again", [])
+    ]
+    return [*lines, ""] if lines else []
+
+
 def verdict_counts(report: dict[str, Any]) -> list[str]:
     return [
         line
@@ -466,5 +479,6 @@ def render(report: dict[str, Any], labels: list[str]) -> str:
         "",
         *sweep_table(report),
         *dpo_rewards(report),
+        *trained_again_lines(report),
     ]
     return "\n".join(lines)

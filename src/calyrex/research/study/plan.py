@@ -44,6 +44,23 @@ def runs(cfg: StudyConfig) -> list[tuple[str, Arm | None, int | None]]:
     return out
 
 
+# a finished run's records; when its adapter, lost with a machine, is trained again for a later
+# arm, the first run's are kept beside as NAME.previous.EXT (the run its evaluation used)
+RECORDS = ("summary.json", "metrics.jsonl", "best.json", "precision.json")
+
+
+def previous(name: str) -> str:
+    """``summary.json`` → ``summary.previous.json``."""
+    stem, ext = name.split(".", 1)
+    return f"{stem}.previous.{ext}"
+
+
+def first_record(where: Path, name: str) -> Path:
+    """A run's record ``name``, the first run's where the run was trained again."""
+    kept = where / previous(name)
+    return kept if kept.is_file() else where / name
+
+
 def due(cfg: StudyConfig, first: bool) -> list[Suite]:
     """The suites a run is evaluated on (``first``: the base or an arm's first seed)."""
     return [s for s in cfg.suites if first or not s.first_seed_only]

@@ -29,7 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from .config import Arm, StudyConfig, Suite
-from .plan import SWEEP_RUN, due, finished, heldout_dir, heldout_due, run_name, runs, sweep_key
+from .plan import (
+    RECORDS,
+    SWEEP_RUN,
+    due,
+    finished,
+    heldout_dir,
+    heldout_due,
+    previous,
+    run_name,
+    runs,
+    sweep_key,
+)
 
 STAGES = ("mix", "analyze", "sweep", "train", "eval", "report")
 EXTRA_STAGES = ("rescore", "status")
@@ -380,11 +391,19 @@ def _adapter_needed(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> bool:
 
 
 def _forget_if_adapter_gone(where: Path) -> None:
-    """A run whose adapter is not kept (committed results hold no weights) is trained again."""
-    summary = where / "summary.json"
-    if summary.is_file() and not (where / "adapter").is_dir():
-        _say(f"train {where.name}: its adapter is not here and is still needed: training again")
-        summary.rename(where / "summary.previous.json")
+    """A run whose adapter is not kept (committed results hold no weights) is trained again; the
+    first run's records stay beside (``NAME.previous.EXT``: the run its evaluation used), and a
+    run trained again a second time keeps the first run's, not the one in between."""
+    if not (where / "summary.json").is_file() or (where / "adapter").is_dir():
+        return
+    _say(f"train {where.name}: its adapter is not here and is still needed: training again")
+    kept = (where / previous("summary.json")).is_file()
+    for name in RECORDS:
+        if (where / name).is_file():
+            if kept:
+                (where / name).unlink()
+            else:
+                (where / name).rename(where / previous(name))
 
 
 def run_study(

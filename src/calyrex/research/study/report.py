@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .config import BASELINES, CALYREX, CAPABILITY, CHANGES, DESCRIBED, Arm, StudyConfig
-from .plan import SWEEP_RUN, finished, run_name, runs
+from .plan import SWEEP_RUN, finished, first_record, previous, run_name, runs
 
 Z95 = 1.959964
 
@@ -463,7 +463,7 @@ def _at_the_end(out: Path, named: list[tuple[str, dict[str, Any]]]) -> dict[str,
 
     falls, capped = [], 0
     for name, summary in named:  # (run, its training summary)
-        losses = eval_losses(out / "train" / name / "metrics.jsonl")
+        losses = eval_losses(first_record(out / "train" / name, "metrics.jsonl"))
         if len(losses) < 2:
             continue
         falls.append(round(losses[-2][1] - losses[-1][1], 4))
@@ -503,7 +503,7 @@ def curves(cfg: StudyConfig, out: Path) -> str | None:
     found = {}
     for run, arm, seed in runs(cfg):
         if arm is not None and _first_summary(out / "train" / run):
-            losses = eval_losses(out / "train" / run / "metrics.jsonl")
+            losses = eval_losses(first_record(out / "train" / run, "metrics.jsonl"))
             found[run] = {"method": arm.method, "objective": arm.objective, "seed": seed}
             found[run]["losses"] = losses
     path = plot_validation(found, out / "validation.png")
@@ -512,12 +512,35 @@ def curves(cfg: StudyConfig, out: Path) -> str | None:
 
 def _first_summary(where: Path) -> dict[str, Any] | None:
     """A run's training summary; for a run trained again only because a later arm needed its
-    adapter (``summary.previous.json`` beside it), the first one: the run its evaluation used,
-    timed on the machine that ran its seed's other arms."""
-    for name in ("summary.previous.json", "summary.json"):
-        if (where / name).is_file():
-            return json.loads((where / name).read_text())
-    return None
+    adapter, the first one: the run its evaluation used, timed on the machine that ran its
+    seed's other arms."""
+    file = first_record(where, "summary.json")
+    return json.loads(file.read_text()) if file.is_file() else None
+
+
+def trained_again(cfg: StudyConfig, out: Path) -> list[dict[str, Any]]:
+    """Runs whose adapter was trained again for a later arm (the first one lost with a machine):
+    the first run's best validation loss (its evaluation's adapter) beside the second's (the
+    later arm's start), and each one's seconds and CPU."""
+    rows = []
+    for run, arm, _ in runs(cfg):
+        where = out / "train" / run
+        if arm is None or not (where / previous("summary.json")).is_file():
+            continue
+        if not (where / "summary.json").is_file():
+            continue  # still training
+        pair = [
+            json.loads((where / n).read_text()) for n in (previous("summary.json"), "summary.json")
+        ]
+        rows.append(
+            {"run": run}
+            | {
+                key: [s["validation"]["best"][field] for s in pair]
+                for key, field in (("best_step", "step"), ("val_loss", "eval_loss"))
+            }
+            | {"seconds": [s["seconds"] for s in pair]}
+        )
+    return rows
 
 
 def _where(config: dict[str, Any]) -> str:
@@ -539,6 +562,7 @@ def write_report(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         "compute_h": status(cfg, out)["hours"],
         "runs_evaluated": [r for r, _, _ in runs(cfg) if (out / "eval" / r).is_dir()],
         "training": training(cfg, out),
+        "trained_again": trained_again(cfg, out),
         "sweep": sweep(out),
         "validation_plot": curves(cfg, out),
         "metrics": collect(cfg, out),

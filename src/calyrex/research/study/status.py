@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import StudyConfig
-from .plan import due, finished, heldout_dir, heldout_due, runs
+from .plan import due, finished, heldout_dir, heldout_due, previous, runs
 
 
 def _checkpoint(where: Path) -> dict[str, Any] | None:
@@ -30,19 +30,29 @@ def _checkpoint(where: Path) -> dict[str, Any] | None:
     return {"step": state.get("global_step"), "of": state.get("max_steps")}
 
 
+def _finished(summary: Path) -> dict[str, Any]:
+    record = json.loads(summary.read_text())
+    best = (record.get("validation") or {}).get("best") or {}
+    found = {"state": "finished", "steps": record.get("steps"), "seconds": record["seconds"]}
+    return found | {"best_step": best.get("step"), "val_loss": best.get("eval_loss")}
+
+
 def training(where: Path) -> dict[str, Any]:
-    """What ``train/RUN`` holds: ``state`` finished / interrupted / started / not started."""
-    summary = where / "summary.json"
-    if summary.is_file():
-        record = json.loads(summary.read_text())
-        best = (record.get("validation") or {}).get("best") or {}
-        found = {"state": "finished", "steps": record.get("steps"), "seconds": record["seconds"]}
-        found |= {"best_step": best.get("step"), "val_loss": best.get("eval_loss")}
-        return found | {"adapter": (where / "adapter").is_dir()}
+    """What ``train/RUN`` holds: ``state`` finished / interrupted / started / not started; a run
+    trained again for its adapter has the first run's figures under ``first``."""
+    first = where / previous("summary.json")
+    found = {"first": _finished(first)} if first.is_file() else {}
+    if (where / "summary.json").is_file():
+        return found | _finished(where / "summary.json") | {"adapter": (where / "adapter").is_dir()}
     point = _checkpoint(where)
     if point is not None:
-        return {"state": "interrupted", **point}
-    return {"state": "started" if (where / "metrics.jsonl").is_file() else "not started"}
+        return found | {"state": "interrupted", **point}
+    return found | {"state": "started" if (where / "metrics.jsonl").is_file() else "not started"}
+
+
+def _seconds(t: dict[str, Any] | None) -> float:
+    """A run's training seconds, a first run's included where it was trained again."""
+    return 0.0 if t is None else t.get("seconds", 0) + t.get("first", {}).get("seconds", 0)
 
 
 def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
@@ -69,7 +79,7 @@ def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         json.loads((out / "sweep" / name / "summary.json").read_text())["seconds"]
         for name in sweeps
     )
-    train_s = sum(r["training"].get("seconds", 0) for r in rows if r["training"])
+    train_s = sum(_seconds(r["training"]) for r in rows)
     eval_s = sum(r["eval_seconds"] for r in rows)
     spent = {"sweep": sweep_s, "train": train_s, "eval": eval_s}
     spent["total"] = sum(spent.values())
@@ -84,6 +94,17 @@ def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
 def _training_text(t: dict[str, Any] | None) -> str:
     if t is None:
         return "—"
+    text = _state_text(t)
+    if "first" in t:  # trained again for its adapter: the first run, the one evaluated
+        first = t["first"]
+        text += (
+            f"; trained again for a later arm (first run: best step {first['best_step']}, "
+            f"val {first['val_loss']:.4f}, {first['seconds'] / 3600:.2f} h)"
+        )
+    return text
+
+
+def _state_text(t: dict[str, Any]) -> str:
     if t["state"] == "finished":
         kept = "" if t["adapter"] else ", adapter not here"
         return (
