@@ -3,6 +3,7 @@ redoes nothing, a run killed mid-eval resumes to identical results), the dry-run
 configs offline, the estimate's parameter budget, the table's intervals and the launch line."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -32,8 +33,11 @@ def smoke(out, **kw):
 
 def results(out):
     """Every benchmark record of every model, and the report's table (no paths in either, nor
-    the seconds a benchmark took)."""
+    the seconds a benchmark took, nor the many-shot power-law fit: fitted to the smoke's flat
+    curve, its nll moving 1e-4 over the shots, it turns last-digit noise into an r² 0.96 or
+    0.998; the nll it is fitted to is compared)."""
     cost = ("seconds", "seconds_this_attempt", "tokens")  # what a run took, not what it found
+    cost += ("power_law",)
     records = {
         str(f.relative_to(out)): {
             k: v for k, v in json.loads(f.read_text()).items() if k not in cost
@@ -102,7 +106,22 @@ def test_smoke_every_stage_then_nothing_redone_then_kill_and_resume(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "train/calyrex: finished earlier, skipped" in resumed.stdout
     assert "ifeval: finished earlier, not rerun" in resumed.stdout
-    assert results(b) == results(a)
+    assert close(results(b), results(a))
+
+
+def close(a, b, rel=1e-3, tol=1e-2):
+    """Equal, floats within ``rel`` relative or ``tol`` absolute: two processes' fp32
+    log-probabilities differ in their last digits on some CPUs (on an avx512 Xeon a fresh run's
+    continuous scores differed from another fresh run's by up to 2e-3 in a log-probability
+    margin, the base model's too); every count, verdict and text must match exactly, and the
+    smoke's rates move in steps of 1/18 or more, far above ``tol``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], rel) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(close(x, y, rel) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=rel, abs_tol=tol)
+    return a == b
 
 
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "llama-3.1-8b"])
