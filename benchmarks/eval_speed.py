@@ -42,6 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     import calyrex.eval.tensortrust as tt
     from calyrex.adapters.loading import load_model
+    from calyrex.eval.data import replies_file
     from calyrex.eval.grant import granted
 
     model, tok = load_model("smollm2", dtype="fp32")
@@ -58,7 +59,7 @@ def main() -> None:
             tt.GRANT_TOKENS = grant_tokens
             out = root / f"tt{grant_tokens}"
             times[name] = _run("tensortrust", args.limit, args.batch, 24, model, tok, out)
-            rows = (out / "tensortrust.responses.jsonl").read_text().splitlines()
+            rows = replies_file(out, "tensortrust").read_text().splitlines()
             replies[name] = {r["id"]: r["response"] for r in map(json.loads, rows)}
         lines = []
         if times:

@@ -21,6 +21,7 @@ import random
 from pathlib import Path
 
 from calyrex.eval.cases import by_key, group_verdict
+from calyrex.eval.data import replies_file
 
 # the field that names a details row's item, per scorer (the first one a row has)
 ITEM_KEYS = ("defence", "id", "key", "sample")
@@ -47,7 +48,7 @@ def show(suite_dir: Path, n: int, rng: random.Random, width: int) -> None:
     name = suite_dir.name.removesuffix("-nosys")
     replies = {
         str(r["id"]): str(r.get("response", r.get("skipped", "")))
-        for r in _rows(suite_dir / f"{name}.responses.jsonl")
+        for r in _rows(replies_file(suite_dir, name))
     }
     if not replies:
         return

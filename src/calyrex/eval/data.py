@@ -43,6 +43,12 @@ def require(rows: Sequence[dict[str, Any]], fields: Iterable[str], source: str) 
             )
 
 
+def replies_file(out: Path, suite: str) -> Path:
+    """Where a suite's generated replies are saved as they come (``OUT/SUITE.responses.jsonl``):
+    the cache an interrupted suite resumes from and what ``--responses`` rescoring reads."""
+    return out / f"{suite}.responses.jsonl"
+
+
 def append_row(path: Path, row: dict[str, Any]) -> None:
     """Append one JSON line and flush it, so an interrupted run keeps what it produced."""
     with open(path, "a", encoding="utf-8") as f:

@@ -34,14 +34,14 @@ def harness_items(samples: Path, patterns: list[str]) -> Items:
 def item_scores(suite: str, eval_dir: Path, patterns: list[str]) -> Items | None:
     """Each scored item's (group, value) for the column ``patterns``; None where not possible."""
     from .bench import Context, EvalConfig, item_id
-    from .data import read_rows
+    from .data import read_rows, replies_file
     from .runner import make_benchmark
 
     bench = make_benchmark(suite)
     samples = eval_dir / f"{suite}.samples.jsonl"
     if hasattr(bench, "run") and samples.is_file():  # lm-eval's per-document results
         return harness_items(samples, patterns)
-    responses = eval_dir / f"{suite}.responses.jsonl"
+    responses = replies_file(eval_dir, suite)
     if bench.needs_judge or hasattr(bench, "run") or not responses.is_file():
         return None
     stored = json.loads((eval_dir / "run.json").read_text())["config"]

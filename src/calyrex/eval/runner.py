@@ -15,7 +15,7 @@ from typing import Any
 from ..core.attempts import Attempts
 from . import PAPER, SUITES
 from .bench import Benchmark, Context, EvalConfig, NeedsModel, Row
-from .data import append_row, read_rows, write_json
+from .data import append_row, read_rows, replies_file, write_json
 from .generate import new_cost
 from .judge import JudgeUnavailable
 
@@ -46,7 +46,7 @@ class SuiteClock(Attempts):
 
     def __init__(self, out: Path, name: str) -> None:
         self.file = out / f"{name}.clock.json"
-        resumed = (out / f"{name}.responses.jsonl").is_file() and self.file.is_file()
+        resumed = replies_file(out, name).is_file() and self.file.is_file()
         super().__init__(json.loads(self.file.read_text())["seconds"] if resumed else 0.0)
 
     def tick(self) -> None:
@@ -58,7 +58,7 @@ def _rows(bench: Benchmark, items: list[dict], ctx: Context, responses: str | No
     """Rows from ``--responses``, or cached + newly generated (appended as they come)."""
     if responses:
         return read_rows(responses)
-    cache = ctx.out / f"{bench.name}.responses.jsonl"
+    cache = replies_file(ctx.out, bench.name)
     rows = read_rows(cache) if cache.is_file() else []
     done = {bench.row_id(r) for r in rows}
     pending = [it for it in items if bench.row_id(it) not in done]
