@@ -137,6 +137,7 @@ def test_a_run_trained_again_for_its_adapter_keeps_the_first_runs_records(tmp_pa
 
     where = tmp_path / "train" / "calyrex-late8th-s1"
     where.mkdir(parents=True)
+    sft = FULL.arm("calyrex-late8th")
 
     def finish(loss, step, seconds):
         best = {"step": step, "eval_loss": loss}
@@ -147,7 +148,7 @@ def test_a_run_trained_again_for_its_adapter_keeps_the_first_runs_records(tmp_pa
         (where / "precision.json").write_text(json.dumps({"chosen": "fp32"}))
 
     finish(2.3643, 400, 3600.0)
-    _forget_if_adapter_gone(where)
+    _forget_if_adapter_gone(FULL, tmp_path, sft, 1)
     assert sorted(p.name for p in where.iterdir()) == [
         "best.previous.json",
         "metrics.previous.jsonl",
@@ -157,7 +158,7 @@ def test_a_run_trained_again_for_its_adapter_keeps_the_first_runs_records(tmp_pa
     assert status(FULL, tmp_path)["runs"][4]["training"]["state"] == "not started"
     finish(2.3650, 300, 1800.0)
     (where / "adapter").mkdir()
-    _forget_if_adapter_gone(where)  # its adapter is here: nothing moves
+    _forget_if_adapter_gone(FULL, tmp_path, sft, 1)  # its adapter is here: nothing moves
     assert (where / "summary.json").is_file()
     assert _first_summary(where)["seconds"] == 3600.0
     found = status(FULL, tmp_path)
@@ -173,9 +174,39 @@ def test_a_run_trained_again_for_its_adapter_keeps_the_first_runs_records(tmp_pa
         in (trained_again_lines({"trained_again": rows})[0])
     )
     (where / "adapter").rmdir()
-    _forget_if_adapter_gone(where)  # lost again: the second run's records go, the first's stay
+    _forget_if_adapter_gone(
+        FULL, tmp_path, sft, 1
+    )  # lost again: the second run's records go, the first's stay
     assert not (where / "summary.json").exists() and not (where / "metrics.jsonl").exists()
     assert _first_summary(where)["validation"]["best"]["eval_loss"] == 2.3643
+
+
+def test_a_partly_evaluated_run_trained_again_is_evaluated_again_whole(tmp_path):
+    """An adapter lost before its evaluation finished: the suites it did finish move to
+    OUT/previous (one model's row comes from one adapter), while a fully evaluated run trained
+    again only for a later arm keeps its evaluation."""
+    from calyrex.research.study.real import _forget_if_adapter_gone
+
+    def trained(run):
+        (tmp_path / "train" / run).mkdir(parents=True)
+        (tmp_path / "train" / run / "summary.json").write_text("{}")
+
+    def evaluated(run, suites):
+        for suite in suites:
+            where = tmp_path / "eval" / run / suite.key
+            where.mkdir(parents=True)
+            (where / f"{suite.name}.json").write_text(json.dumps({"status": "ok"}))
+
+    trained("calyrex-dpo-s1")
+    evaluated("calyrex-dpo-s1", FULL.suites[:2])
+    trained("calyrex-late8th-s1")
+    evaluated("calyrex-late8th-s1", [s for s in FULL.suites if not s.first_seed_only])
+    _forget_if_adapter_gone(FULL, tmp_path, FULL.arm("calyrex-dpo"), 1)
+    _forget_if_adapter_gone(FULL, tmp_path, FULL.arm("calyrex-late8th"), 1)
+    assert not (tmp_path / "eval" / "calyrex-dpo-s1").exists()
+    moved = tmp_path / "previous" / "eval" / "calyrex-dpo-s1" / FULL.suites[1].key
+    assert (moved / f"{FULL.suites[1].name}.json").is_file()
+    assert len(list((tmp_path / "eval" / "calyrex-late8th-s1").iterdir())) == 12
 
 
 def test_cli_takes_the_study_as_a_positional_argument(capsys):

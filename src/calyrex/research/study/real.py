@@ -22,6 +22,7 @@ were made; nothing is generated).
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -390,13 +391,18 @@ def _adapter_needed(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> bool:
     return False
 
 
-def _forget_if_adapter_gone(where: Path) -> None:
+def _forget_if_adapter_gone(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> None:
     """A run whose adapter is not kept (committed results hold no weights) is trained again; the
     first run's records stay beside (``NAME.previous.EXT``: the run its evaluation used), and a
-    run trained again a second time keeps the first run's, not the one in between."""
+    run trained again a second time keeps the first run's, not the one in between. An evaluation
+    the lost adapter left unfinished is moved to ``OUT/previous/`` with its held-out items: the
+    same recipe and seed trained again is another adapter (a run at lr 3e-3 diverged from its
+    first training within 100 steps), and one model's row must come from one adapter."""
+    run = run_name(arm, seed)
+    where = out / "train" / run
     if not (where / "summary.json").is_file() or (where / "adapter").is_dir():
         return
-    _say(f"train {where.name}: its adapter is not here and is still needed: training again")
+    _say(f"train {run}: its adapter is not here and is still needed: training again")
     kept = (where / previous("summary.json")).is_file()
     for name in RECORDS:
         if (where / name).is_file():
@@ -404,6 +410,17 @@ def _forget_if_adapter_gone(where: Path) -> None:
                 (where / name).unlink()
             else:
                 (where / name).rename(where / previous(name))
+    if _eval_done(cfg, out, run, seed == cfg.seeds_of(arm)[0]):
+        return
+    for folder in (out / "eval" / run, heldout_dir(out, run)):
+        if folder.is_dir():
+            aside = out / "previous" / folder.relative_to(out)
+            if aside.is_dir():  # lost twice: the first adapter's part is kept
+                shutil.rmtree(folder)
+                continue
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            folder.rename(aside)
+            _say(f"{folder.relative_to(out)}: its unfinished evaluation moved to {aside}")
 
 
 def run_study(
@@ -474,7 +491,7 @@ def run_study(
             continue
         if arm is not None and "train" in stages:
             if _adapter_needed(cfg, out, arm, seed):
-                _forget_if_adapter_gone(out / "train" / run)
+                _forget_if_adapter_gone(cfg, out, arm, seed)
             timed("train", lambda a=arm, s=seed: train_arm(cfg, a, s, data, out, layers))
         if "eval" in stages:
             adapter = None if arm is None else out / "train" / run / "adapter"
@@ -510,13 +527,14 @@ def rescore(cfg: StudyConfig, out: Path) -> list[str]:
     current scorers (the record and its details rewritten, the replies untouched); returns the
     ``RUN/SUITE`` keys rescored."""
     from ...eval.bench import Context, EvalConfig
+    from ...eval.data import replies_file
     from ...eval.runner import make_benchmark, run_one
 
     done = []
     for run, _, _ in runs(cfg):
         for suite in cfg.suites:
             where = out / "eval" / run / suite.key
-            replies = where / f"{suite.name}.responses.jsonl"
+            replies = replies_file(where, suite.name)
             bench = make_benchmark(suite.name)
             if finished(out, run, suite) is None or not replies.is_file() or hasattr(bench, "run"):
                 continue
@@ -545,17 +563,17 @@ def share_right_codes(cfg: StudyConfig, out: Path, run: str, config: Any) -> int
     100 of 100 replies identical, log-probabilities within 2.3e-5 (the batch they ran in).
     ``config``: the suite's ``EvalConfig``. Returns how many were taken."""
     from ...eval.bench import Context
-    from ...eval.data import append_row, read_rows
+    from ...eval.data import append_row, read_rows, replies_file
     from ...eval.runner import make_benchmark
 
     suite = next(s for s in cfg.suites if s.name == "msj_hijack")
     where = out / "eval" / run / suite.key
     tt = next((s for s in cfg.suites if s.name == "tensortrust"), None)
-    source = tt and out / "eval" / run / tt.key / "tensortrust.responses.jsonl"
+    source = tt and replies_file(out / "eval" / run / tt.key, "tensortrust")
     if source is None or not source.is_file():
         return 0
     where.mkdir(parents=True, exist_ok=True)
-    file = where / "msj_hijack.responses.jsonl"
+    file = replies_file(where, "msj_hijack")
     have = {r["id"] for r in read_rows(file)} if file.is_file() else set()
     codes = {r["id"]: r for r in read_rows(source)}
     items = make_benchmark("msj_hijack").load(config.data.get("msj_hijack"), Context(config, where))
