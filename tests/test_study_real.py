@@ -138,6 +138,7 @@ def test_a_run_trained_again_for_its_adapter_keeps_the_first_runs_records(tmp_pa
     where = tmp_path / "train" / "calyrex-late8th-s1"
     where.mkdir(parents=True)
     sft = FULL.arm("calyrex-late8th")
+    _evaluated(tmp_path, "calyrex-late8th-s1", [s for s in FULL.suites if not s.first_seed_only])
 
     def finish(loss, step, seconds):
         best = {"step": step, "eval_loss": loss}
@@ -181,32 +182,34 @@ def test_a_run_trained_again_for_its_adapter_keeps_the_first_runs_records(tmp_pa
     assert _first_summary(where)["validation"]["best"]["eval_loss"] == 2.3643
 
 
+def _evaluated(out, run, suites):
+    for suite in suites:
+        where = out / "eval" / run / suite.key
+        where.mkdir(parents=True)
+        (where / f"{suite.name}.json").write_text(json.dumps({"status": "ok"}))
+
+
 def test_a_partly_evaluated_run_trained_again_is_evaluated_again_whole(tmp_path):
-    """An adapter lost before its evaluation finished: the suites it did finish move to
-    OUT/previous (one model's row comes from one adapter), while a fully evaluated run trained
-    again only for a later arm keeps its evaluation."""
+    """An adapter lost before its evaluation finished: its training records and the suites it
+    did finish move to OUT/previous, so the run is trained and evaluated anew (one model's row
+    from one adapter); a fully evaluated run trained again only for a later arm keeps both."""
     from calyrex.research.study.real import _forget_if_adapter_gone
 
-    def trained(run):
+    for run in ("calyrex-dpo-s1", "calyrex-late8th-s1"):
         (tmp_path / "train" / run).mkdir(parents=True)
         (tmp_path / "train" / run / "summary.json").write_text("{}")
-
-    def evaluated(run, suites):
-        for suite in suites:
-            where = tmp_path / "eval" / run / suite.key
-            where.mkdir(parents=True)
-            (where / f"{suite.name}.json").write_text(json.dumps({"status": "ok"}))
-
-    trained("calyrex-dpo-s1")
-    evaluated("calyrex-dpo-s1", FULL.suites[:2])
-    trained("calyrex-late8th-s1")
-    evaluated("calyrex-late8th-s1", [s for s in FULL.suites if not s.first_seed_only])
+    _evaluated(tmp_path, "calyrex-dpo-s1", FULL.suites[:2])
+    _evaluated(tmp_path, "calyrex-late8th-s1", [s for s in FULL.suites if not s.first_seed_only])
     _forget_if_adapter_gone(FULL, tmp_path, FULL.arm("calyrex-dpo"), 1)
     _forget_if_adapter_gone(FULL, tmp_path, FULL.arm("calyrex-late8th"), 1)
     assert not (tmp_path / "eval" / "calyrex-dpo-s1").exists()
-    moved = tmp_path / "previous" / "eval" / "calyrex-dpo-s1" / FULL.suites[1].key
+    assert not (tmp_path / "train" / "calyrex-dpo-s1").exists()
+    aside = tmp_path / "previous"
+    assert (aside / "train" / "calyrex-dpo-s1" / "summary.json").is_file()
+    moved = aside / "eval" / "calyrex-dpo-s1" / FULL.suites[1].key
     assert (moved / f"{FULL.suites[1].name}.json").is_file()
     assert len(list((tmp_path / "eval" / "calyrex-late8th-s1").iterdir())) == 12
+    assert (tmp_path / "train" / "calyrex-late8th-s1" / "summary.previous.json").is_file()
 
 
 def test_cli_takes_the_study_as_a_positional_argument(capsys):

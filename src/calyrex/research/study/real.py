@@ -392,17 +392,23 @@ def _adapter_needed(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> bool:
 
 
 def _forget_if_adapter_gone(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> None:
-    """A run whose adapter is not kept (committed results hold no weights) is trained again; the
-    first run's records stay beside (``NAME.previous.EXT``: the run its evaluation used), and a
-    run trained again a second time keeps the first run's, not the one in between. An evaluation
-    the lost adapter left unfinished is moved to ``OUT/previous/`` with its held-out items: the
-    same recipe and seed trained again is another adapter (a run at lr 3e-3 diverged from its
-    first training within 100 steps), and one model's row must come from one adapter."""
+    """A run whose adapter is not kept (committed results hold no weights) is trained again.
+    Evaluated whole (its adapter needed only as a later arm's start), it keeps the first run's
+    records beside the second's (``NAME.previous.EXT``: the run its evaluation used; trained a
+    third time, still the first's). Not evaluated whole, the lost run moves to ``OUT/previous/``
+    (its training records, the suites it finished, its held-out items) and the run is trained
+    and evaluated anew: the same recipe and seed trained again is another adapter (at lr 3e-3
+    calyrex-late8th-s1's second training left its first within 100 steps), and one model's row
+    must come from one adapter."""
     run = run_name(arm, seed)
     where = out / "train" / run
     if not (where / "summary.json").is_file() or (where / "adapter").is_dir():
         return
     _say(f"train {run}: its adapter is not here and is still needed: training again")
+    if not _eval_done(cfg, out, run, seed == cfg.seeds_of(arm)[0]):
+        for folder in (where, out / "eval" / run, heldout_dir(out, run)):
+            _set_aside(out, folder)
+        return
     kept = (where / previous("summary.json")).is_file()
     for name in RECORDS:
         if (where / name).is_file():
@@ -410,17 +416,19 @@ def _forget_if_adapter_gone(cfg: StudyConfig, out: Path, arm: Arm, seed: int) ->
                 (where / name).unlink()
             else:
                 (where / name).rename(where / previous(name))
-    if _eval_done(cfg, out, run, seed == cfg.seeds_of(arm)[0]):
+
+
+def _set_aside(out: Path, folder: Path) -> None:
+    """``OUT/X`` → ``OUT/previous/X``; what is there already (the first lost run's) is kept."""
+    if not folder.is_dir():
         return
-    for folder in (out / "eval" / run, heldout_dir(out, run)):
-        if folder.is_dir():
-            aside = out / "previous" / folder.relative_to(out)
-            if aside.is_dir():  # lost twice: the first adapter's part is kept
-                shutil.rmtree(folder)
-                continue
-            aside.parent.mkdir(parents=True, exist_ok=True)
-            folder.rename(aside)
-            _say(f"{folder.relative_to(out)}: its unfinished evaluation moved to {aside}")
+    aside = out / "previous" / folder.relative_to(out)
+    if aside.is_dir():
+        shutil.rmtree(folder)
+        return
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    folder.rename(aside)
+    _say(f"{folder.relative_to(out)}: a lost adapter's, moved to {aside}")
 
 
 def run_study(
