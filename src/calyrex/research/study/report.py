@@ -521,7 +521,7 @@ def _first_summary(where: Path) -> dict[str, Any] | None:
 def trained_again(cfg: StudyConfig, out: Path) -> list[dict[str, Any]]:
     """Runs whose adapter was trained again for a later arm (the first one lost with a machine):
     the first run's best validation loss (its evaluation's adapter) beside the second's (the
-    later arm's start), and each one's seconds and CPU."""
+    later arm's start), and each one's seconds."""
     rows = []
     for run, arm, _ in runs(cfg):
         where = out / "train" / run
