@@ -19,3 +19,11 @@ class Attempts:
     @property
     def seconds(self) -> float:
         return self.before + self.this_attempt
+
+    def figures(self, digits: int) -> dict[str, float]:
+        """``seconds`` and ``seconds_this_attempt`` from one reading (two readings differ)."""
+        attempt = self.this_attempt
+        return {
+            "seconds": round(self.before + attempt, digits),
+            "seconds_this_attempt": round(attempt, digits),
+        }

@@ -124,9 +124,7 @@ def evaluate(
             ctx.clock = SuiteClock(out, name)
             record = run_one(bench, ctx, responses)
             # what the suite cost, its earlier attempts' saved replies included
-            attempt = ctx.clock.this_attempt  # one reading for both figures
-            record["seconds"] = round(ctx.clock.before + attempt, 1)
-            record["seconds_this_attempt"] = round(attempt, 1)
+            record |= ctx.clock.figures(1)
             used = {k: v - before[k] for k, v in cost(ctx).items()}
             if any(used.values()):  # the suite ran the model: its token counts
                 record["tokens"] = used

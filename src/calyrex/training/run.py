@@ -291,7 +291,6 @@ def train(cfg: TrainConfig) -> TrainResult:
     state = model.adapter_state_dict()  # all ranks: a collective under FSDP2
     if trainer.is_world_process_zero():
         _save_final(model, tok, adapter_dir, state)
-        attempt = clock.this_attempt  # one reading: the two figures below differ by ``before``
         summary = {
             "config": cfg.to_dict(),
             "precision": {"chosen": choice.precision, "reason": choice.reason},
@@ -300,8 +299,7 @@ def train(cfg: TrainConfig) -> TrainResult:
             "data": stats.summary(),
             "train_loss": result.training_loss,
             "steps": result.global_step,
-            "seconds": round(clock.before + attempt, 2),  # every attempt's, up to each resume
-            "seconds_this_attempt": round(attempt, 2),
+            **clock.figures(2),  # every attempt's seconds, up to each resume, and this one's
             "adapter_checksums": checksums,
             "distributed": trainer.accelerator.distributed_type.value,  # NO, MULTI_CPU, FSDP, …
             "objective": cfg.objective,
