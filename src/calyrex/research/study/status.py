@@ -87,6 +87,7 @@ def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         "runs": rows,
         "sweeps": sweeps,
         "chosen": {k: v["lr"] for k, v in chosen.items()},
+        "seconds": {k: round(v, 1) for k, v in spent.items()},
         "hours": {k: round(v / 3600, 2) for k, v in spent.items()},
     }
 
