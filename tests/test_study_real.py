@@ -165,7 +165,7 @@ def test_a_run_trained_again_for_its_adapter_keeps_the_first_runs_records(tmp_pa
     found = status(FULL, tmp_path)
     assert found["runs"][4]["training"]["first"]["val_loss"] == 2.3643
     assert found["hours"]["train"] == 1.5  # the first run and the second
-    rows = trained_again(FULL, tmp_path)
+    rows = trained_again(found)
     assert rows == [
         {"run": "calyrex-late8th-s1", "best_step": [400, 300], "val_loss": [2.3643, 2.365]}
         | {"seconds": [3600.0, 1800.0]}

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .config import BASELINES, CALYREX, CAPABILITY, CHANGES, DESCRIBED, Arm, StudyConfig
-from .plan import SWEEP_RUN, finished, first_record, previous, run_name, runs
+from .plan import SWEEP_RUN, finished, first_record, run_name, runs
 
 Z95 = 1.959964
 
@@ -518,29 +518,16 @@ def _first_summary(where: Path) -> dict[str, Any] | None:
     return json.loads(file.read_text()) if file.is_file() else None
 
 
-def trained_again(cfg: StudyConfig, out: Path) -> list[dict[str, Any]]:
-    """Runs whose adapter was trained again for a later arm (the first one lost with a machine):
-    the first run's best validation loss (its evaluation's adapter) beside the second's (the
-    later arm's start), and each one's seconds."""
-    rows = []
-    for run, arm, _ in runs(cfg):
-        where = out / "train" / run
-        if arm is None or not (where / previous("summary.json")).is_file():
-            continue
-        if not (where / "summary.json").is_file():
-            continue  # still training
-        pair = [
-            json.loads((where / n).read_text()) for n in (previous("summary.json"), "summary.json")
-        ]
-        rows.append(
-            {"run": run}
-            | {
-                key: [s["validation"]["best"][field] for s in pair]
-                for key, field in (("best_step", "step"), ("val_loss", "eval_loss"))
-            }
-            | {"seconds": [s["seconds"] for s in pair]}
-        )
-    return rows
+def trained_again(found: dict[str, Any]) -> list[dict[str, Any]]:
+    """Runs whose adapter was trained again for a later arm (the first one lost with a machine),
+    read from :func:`.status.status`'s rows: the first run's best step and validation loss (its
+    evaluation's adapter) beside the second's (the later arm's start), and each one's seconds."""
+    keys = ("best_step", "val_loss", "seconds")
+    return [
+        {"run": r["run"]} | {key: [t["first"][key], t[key]] for key in keys}
+        for r in found["runs"]
+        if "first" in (t := r["training"] or {}) and t["state"] == "finished"
+    ]
 
 
 def _where(config: dict[str, Any]) -> str:
@@ -555,14 +542,15 @@ def write_report(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     from .status import status
 
     study = json.loads((out / "study.json").read_text()) if (out / "study.json").is_file() else {}
+    found = status(cfg, out)
     report = {
         "model": cfg.model,
         "placement": f"layers {study['analyze_layers']}" if study.get("analyze_layers") else None,
         "wall_s": study.get("wall_s", {}),
-        "compute_h": status(cfg, out)["hours"],
+        "compute_h": found["hours"],
         "runs_evaluated": [r for r, _, _ in runs(cfg) if (out / "eval" / r).is_dir()],
         "training": training(cfg, out),
-        "trained_again": trained_again(cfg, out),
+        "trained_again": trained_again(found),
         "sweep": sweep(out),
         "validation_plot": curves(cfg, out),
         "metrics": collect(cfg, out),
