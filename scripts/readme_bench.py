@@ -42,6 +42,7 @@ GPU = RESULTS / "gpu-h200-qwen2.5-0.5b.json"  # the full preset on a lent NVIDIA
 SERVE = RESULTS / "cpu-2core-serve-ruleworld.json"  # calyrex bench --sections serve
 SERVE_LATENCY = RESULTS / "cpu-2core-serve-latency.json"  # benchmarks/serve_latency.py
 DPO_MEMORY = RESULTS / "dpo-memory.json"  # benchmarks/dpo_memory.py
+DPO_FUSED = RESULTS / "dpo-fused-head.json"  # benchmarks/dpo_fused_head.py
 DOCS = ROOT / "docs"
 MIB = 2**20
 GOALS = {  # the issue's goals on the CPU preset
@@ -380,6 +381,32 @@ def dpo_memory_section() -> str:
     )
 
 
+def dpo_fused_section() -> str:
+    """TRL's fused LM head over every position against the completion's only
+    (``benchmarks/dpo_fused_head.py``)."""
+    r = json.loads(DPO_FUSED.read_text())
+    rows = [
+        "| method | batch (rows × tokens) | labelled positions | every position | completion only "
+        "| speed-up | same loss, metrics, gradients |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in r["runs"]:
+        for b in run["batches"]:
+            same = b["same_loss"] and b["same_metrics"] and b["same_gradients"]
+            rows.append(
+                f"| `{run['method']}` | {b['shape'][0]} × {b['shape'][1]} | "
+                f"{b['labelled_fraction']:.1%} | {b['step_s']['every_position']:.1f} s | "
+                f"{b['step_s']['completion_only']:.1f} s | ×{b['speedup']:.2f} | "
+                f"{'yes, bit for bit' if same else 'no'} |"
+            )
+    return (
+        f"`python benchmarks/dpo_fused_head.py` ({r['model']}, {r['threads']} threads, torch "
+        f"{r['torch']}, pairs `{r['pairs']}`; `{DPO_FUSED.relative_to(ROOT)}`), seconds of a "
+        "DPO step (policy and reference forwards, backward), the faster of two alternated "
+        "tries:\n\n" + "\n".join(rows)
+    )
+
+
 BLOCKS = [  # (block name, page, the result file it is written from, renderer)
     ("bench-measured", DOCS / "benchmarks.md", CURRENT, section),
     ("bench-smollm2", DOCS / "benchmarks.md", SMOLLM2, smollm2_section),
@@ -388,6 +415,7 @@ BLOCKS = [  # (block name, page, the result file it is written from, renderer)
     ("bench-serve", DOCS / "serving.md", SERVE, serve_section),
     ("serve-latency", DOCS / "serving.md", SERVE_LATENCY, serve_latency_section),
     ("dpo-memory", DOCS / "dpo.md", DPO_MEMORY, dpo_memory_section),
+    ("dpo-fused-head", DOCS / "dpo.md", DPO_FUSED, dpo_fused_section),
 ]
 
 

@@ -1,6 +1,7 @@
 """DPO with a free reference model (issue 28): the reference is the model as training starts
 (its adapters off for a fresh adapter, the starting adapter swapped in after --init-adapter)."""
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -354,3 +355,45 @@ def test_bad_preference_data_fails_before_compute(backbone, tmp_path, tok):
     no_system = [{**pair, "prompt": pair["prompt"][1:]}]
     pool = dpo.load_pairs(str(_write_jsonl(bad, no_system)), ["POOL PROMPT"])
     assert pool[0]["prompt"][0] == {"role": "system", "content": "POOL PROMPT"}
+
+
+@pytest.mark.parametrize("method", ["calyrex", "lora"])
+def test_the_fused_head_scores_only_the_completion_with_the_same_loss_and_gradients(
+    method, tok, tmp_path, monkeypatch
+):
+    """On the CPU the fused LM head goes over the labelled positions only (TRL does this where
+    Triton runs it): the rows through the head are the completions' tokens, not every
+    position, and the loss, metrics and adapter gradients are TRL's own path's bit for bit."""
+    import trl.trainer.utils as fused_head
+
+    assert hasattr(fused_head, "_use_triton")  # the switch completion_positions_only turns
+    model = _adapted(method, tok)
+    trainer = _trainer(model, tok, tmp_path)
+    batch = trainer.data_collator(dpo.encode_pairs(tok, _pairs(4), 256))
+    labelled = int(batch["completion_mask"][:, 1:].sum())
+    rows = []
+    apply = fused_head._ChunkedLogProbFunction.apply
+    monkeypatch.setattr(
+        fused_head._ChunkedLogProbFunction,
+        "apply",
+        lambda hidden, *a: rows.append(hidden.shape[0]) or apply(hidden, *a),
+    )
+
+    def step():
+        model.zero_grad()
+        loss = trainer.compute_loss(model, batch)
+        loss.backward()
+        grads = [p.grad.clone() for p in model.parameters() if p.requires_grad]
+        return loss.detach(), grads, {k: v[-1] for k, v in trainer._metrics["train"].items()}
+
+    ours = step()
+    assert rows == [labelled, labelled] and labelled < batch["input_ids"].numel() / 4
+    rows.clear()
+    monkeypatch.setattr(dpo, "completion_positions_only", contextlib.nullcontext)
+    theirs = step()  # TRL's own path on the CPU: every position
+    assert rows == [batch["input_ids"][:, 1:].numel()] * 2
+    assert torch.equal(ours[0], theirs[0])
+    assert all(torch.equal(a, b) for a, b in zip(ours[1], theirs[1], strict=True))
+    assert {k: v for k, v in ours[2].items() if k != "num_tokens"} == {
+        k: v for k, v in theirs[2].items() if k != "num_tokens"
+    }

@@ -20,7 +20,10 @@ The loss, its metrics and the training loop are TRL's ``DPOTrainer``; what this 
 - calyrex's own tokens and span (:func:`encode_pair`): ``encode_one``'s ids (chat-template ids,
   special-token strings in contents kept plain text) and the prompt's ``system_mask``, which
   :class:`PreferenceCollator` hands to the model with every chosen and rejected row;
-- calyrex's adapter-only, atomic checkpoints (:class:`~calyrex.training.trainer.AdapterTrainer`).
+- calyrex's adapter-only, atomic checkpoints (:class:`~calyrex.training.trainer.AdapterTrainer`);
+- the fused LM head scores only the completion's positions on the CPU too
+  (:func:`completion_positions_only`): TRL does so where Triton runs it and scores every
+  position elsewhere, and on the CPU that was half of a DPO step.
 
 Data: JSONL in TRL's conversational preference format, one pair a line::
 
@@ -32,14 +35,17 @@ Data: JSONL in TRL's conversational preference format, one pair a line::
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import torch
 from torch import nn
 
 try:
+    import trl.trainer.utils as fused_head
     from trl import DPOConfig, DPOTrainer
     from trl.trainer.dpo_trainer import DataCollatorForPreference
     from trl.trainer.utils import add_fused_lm_head
@@ -246,6 +252,24 @@ class PreferenceCollator(DataCollatorForPreference):
         return out
 
 
+@contextmanager
+def completion_positions_only() -> Iterator[None]:
+    """TRL's fused LM head (trl 1.16) scores only the positions with a label, the completion's,
+    where Triton runs it (``_use_triton``), and every position elsewhere, so that an XLA or
+    Neuron device sees one tile shape for every batch. On the CPU there is nothing to compile:
+    here it scores the labelled positions there too. A study batch's prompts and padding are
+    over 90 % of its positions (``benchmarks/dpo_fused_head.py`` times both paths); the loss
+    and gradients are the same bit for bit: each position's log-probability is its own row's,
+    whichever rows go through the head. A TRL without ``_use_triton`` keeps its own path (the
+    same figures, slower)."""
+    chosen = getattr(fused_head, "_use_triton", None)
+    if chosen is None:
+        yield
+        return
+    with mock.patch.object(fused_head, "_use_triton", lambda d: d.type == "cpu" or chosen(d)):
+        yield
+
+
 def preference_args(common: dict[str, Any], beta: float, max_length: int) -> DPOConfig:
     """TRL's ``DPOConfig`` over the options every objective shares; TRL's own defaults that
     differ from ``TrainingArguments`` (gradient checkpointing on, ``bf16``) are overridden by
@@ -310,6 +334,10 @@ class PreferenceTrainer(AdapterTrainer, DPOTrainer):
             # on the HF model, under the wrapper's span logic (TRL does the same for PEFT)
             extra = ("log_sum_sq_probs",) if args.use_weighting else ()
             add_fused_lm_head(model.get_base_model(), outputs=FUSED_OUTPUTS + extra)
+
+    def compute_loss(self, *args: Any, **kwargs: Any) -> Any:
+        with completion_positions_only():  # training and evaluation both come through here
+            return super().compute_loss(*args, **kwargs)
 
     def _prepare_dataset(self, dataset: Any, *args: Any, **kwargs: Any) -> Any:
         return dataset  # already encoded by encode_pairs: calyrex's tokens and span
