@@ -29,6 +29,7 @@ from calyrex.research.study.markdown import (
     dpo_table,
     dpo_verdict,
     results_table,
+    rewards_by_tag_table,
     sweep_table,
     trained_again_lines,
     training_table,
@@ -117,6 +118,7 @@ def block(report: dict, full: bool, marker: str = "study-real") -> str:
             *_filled(training_table(report)),
             *sweep_table(report),
             *dpo_rewards(report),
+            *rewards_by_tag_table(report),
             *trained_again_lines(report),
         ]
     else:  # the README: no per-metric tables (they are in docs/study.md), their verdicts in words

@@ -276,6 +276,18 @@ def test_quick_study_runs_every_stage_and_resumes(model, tmp_path, request):
     # the reference is the SFT model each DPO run starts from: its first validation margin is 0
     assert all(v["rewards/margins"][0] == 0.0 for r in dpo_rows for v in r["val_rewards"])
     assert all(v["rewards/chosen"][0] == 0.0 for r in dpo_rows for v in r["val_rewards"])
+    # each DPO run's validation rewards by kind of pair; "all" is its kept adapter's own figures
+    # (the same pairs, the same reference: the adapter it started from)
+    dpo_runs = {run for run, arm, _ in runs(QUICK) if arm is not None and arm.objective == "dpo"}
+    assert set(report["rewards_by_tag"]) == dpo_runs
+    for run, found in report["rewards_by_tag"].items():
+        summary = json.loads((out / "train" / run / "summary.json").read_text())["validation"]
+        at_best = next(r for r in summary["rewards"] if r["step"] == summary["best"]["step"])
+        assert found["all"]["loss"] == pytest.approx(summary["best"]["eval_loss"], rel=1e-5)
+        for key in ("rewards/margins", "rewards/chosen"):
+            assert found["all"][key] == pytest.approx(at_best[key], rel=1e-4, abs=1e-6)
+        assert set(found["by_tag"]) == set(found["n"]) and len(found["n"]) >= 2
+    assert "DPO validation pairs by kind" in (out / "report.md").read_text()
     # each DPO sweep value's last validation rewards, read from its sweep run
     for key, s in report["sweep"].items():
         assert set(s.get("val_rewards", {})) == (set(s["val_loss"]) if "-dpo" in key else set())

@@ -192,6 +192,30 @@ def dpo_rewards(report: dict[str, Any]) -> list[str]:
     return [*lines, ""] if lines else []
 
 
+def rewards_by_tag_table(report: dict[str, Any]) -> list[str]:
+    """Each DPO run's validation rewards per kind of pair (:mod:`.pair_kinds`): a mean accuracy
+    can hide a kind of pair the run lost, e.g. every right code now refused."""
+    found = report.get("rewards_by_tag") or {}
+    if not found:
+        return []
+    lines = [
+        "DPO validation pairs by kind (the kept adapter against its start, TRL's metrics; "
+        "`train/RUN/rewards_by_tag.json`):",
+        "",
+        "| run | kind of pair | n | accuracy | margin | chosen reward | rejected reward |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run, r in found.items():
+        for tag, m in [*r["by_tag"].items(), ("all", r["all"])]:
+            n = sum(r["n"].values()) if tag == "all" else r["n"][tag]
+            lines.append(
+                f"| {run} | {tag} | {n} | {100 * m['rewards/accuracies']:.0f} % | "
+                f"{m['rewards/margins']:.3f} | {m['rewards/chosen']:+.3f} | "
+                f"{m['rewards/rejected']:+.3f} |"
+            )
+    return [*lines, ""]
+
+
 def trained_again_lines(report: dict[str, Any]) -> list[str]:
     """Runs trained again because a later arm needed their adapter: the evaluated adapter's best
     validation loss beside the later arm's start's (the same recipe and seed on another CPU)."""
@@ -479,6 +503,7 @@ def render(report: dict[str, Any], labels: list[str]) -> str:
         "",
         *sweep_table(report),
         *dpo_rewards(report),
+        *rewards_by_tag_table(report),
         *trained_again_lines(report),
     ]
     return "\n".join(lines)

@@ -286,6 +286,7 @@ def train_arm(
     where = out / "train" / run_name(arm, seed)
     if (where / "summary.json").is_file():
         _say(f"train {where.name}: finished earlier, not rerun")
+        _pair_kinds(cfg, out, arm, seed)
         return
     lr = chosen_lr(cfg, arm, data, out)
     _say(f"train {where.name} (lr {lr:g})")
@@ -302,6 +303,20 @@ def train_arm(
         every = max(1, cfg.eval_steps // 5)
         budget |= {"save_steps": every, "logging_steps": every}
     _train(cfg, arm, seed, data, where, **budget)
+    _pair_kinds(cfg, out, arm, seed)
+
+
+def _pair_kinds(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> None:
+    """A DPO run's validation rewards per kind of pair, once, while its adapters are here."""
+    from .pair_kinds import FILE, rewards_by_tag
+
+    where = out / "train" / run_name(arm, seed)
+    if arm.objective != "dpo" or (where / FILE).is_file():
+        return
+    if rewards_by_tag(cfg, out, arm, seed) is None:
+        _say(f"{where.name}: no rewards by kind of pair (an adapter is not here)")
+    else:
+        _say(f"{where.name}: validation rewards by kind of pair written ({FILE})")
 
 
 def eval_data(out: Path | None = None) -> dict[str, str]:

@@ -539,6 +539,7 @@ def write_report(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     """``OUT/report.json`` and ``OUT/report.md`` from what the stages wrote."""
     from ...eval.data import write_json
     from .markdown import render
+    from .pair_kinds import collected
     from .status import status
 
     study = json.loads((out / "study.json").read_text()) if (out / "study.json").is_file() else {}
@@ -551,6 +552,7 @@ def write_report(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         "runs_evaluated": [r for r, _, _ in runs(cfg) if (out / "eval" / r).is_dir()],
         "training": training(cfg, out),
         "trained_again": trained_again(found),
+        "rewards_by_tag": collected(cfg, out),
         "sweep": sweep(out),
         "validation_plot": curves(cfg, out),
         "metrics": collect(cfg, out),
