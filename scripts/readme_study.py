@@ -30,6 +30,7 @@ from calyrex.research.study.markdown import (
     dpo_verdict,
     results_table,
     rewards_by_tag_table,
+    rewards_by_tag_words,
     sweep_table,
     trained_again_lines,
     training_table,
@@ -127,6 +128,7 @@ def block(report: dict, full: bool, marker: str = "study-real") -> str:
             *_paragraph(said),
             *_paragraph([line for line in change if line.startswith("- ")]),
             *_paragraph(dpo),
+            *_paragraph(rewards_by_tag_words(report)),
             "Per-metric differences, the changes, DPO and training tables: "
             "[docs/study.md](docs/study.md#results).",
             "",

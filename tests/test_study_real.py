@@ -800,3 +800,20 @@ def test_the_held_out_items_run_on_the_base_each_arms_chosen_seed_and_one_seed_a
         "calyrex-analyze-s0",
     }
     assert not any(heldout_due(V1, arm, seed) for _, arm, seed in runs(V1))  # the first study
+
+
+def test_the_readme_names_each_dpo_runs_kinds_of_pair():
+    """A DPO run's mean validation accuracy can hide a kind of pair it lost: the README line
+    gives every kind's accuracy and n, in the report's order, then the mean."""
+    from calyrex.research.study.markdown import rewards_by_tag_words
+
+    def m(acc):
+        return {"rewards/accuracies": acc}
+
+    found = {"n": {"granted": 12, "hijack": 13}, "by_tag": {"granted": m(0.0), "hijack": m(1.0)}}
+    report = {"rewards_by_tag": {"calyrex-dpo-s1": found | {"all": m(0.74)}}}
+    assert rewards_by_tag_words(report) == [
+        "- calyrex-dpo-s1 (DPO), validation pairs won by kind (`rewards_by_tag.json`): "
+        "granted 0 % (n 12), hijack 100 % (n 13); all 74 %."
+    ]
+    assert rewards_by_tag_words({}) == []

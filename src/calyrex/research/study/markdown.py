@@ -216,6 +216,21 @@ def rewards_by_tag_table(report: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def rewards_by_tag_words(report: dict[str, Any]) -> list[str]:
+    """The README's line per DPO run: its validation accuracy on each kind of pair, so that a run
+    that wins its mean by losing one kind (every right code refused) says so where its column
+    is read."""
+    return [
+        f"- {run} (DPO), validation pairs won by kind (`rewards_by_tag.json`): "
+        + ", ".join(
+            f"{tag} {100 * m['rewards/accuracies']:.0f} % (n {r['n'][tag]})"
+            for tag, m in r["by_tag"].items()
+        )
+        + f"; all {100 * r['all']['rewards/accuracies']:.0f} %."
+        for run, r in (report.get("rewards_by_tag") or {}).items()
+    ]
+
+
 def trained_again_lines(report: dict[str, Any]) -> list[str]:
     """Runs trained again because a later arm needed their adapter: the evaluated adapter's best
     validation loss beside the later arm's start's (the same recipe and seed on another CPU)."""
