@@ -287,6 +287,7 @@ def test_quick_study_runs_every_stage_and_resumes(model, tmp_path, request):
         for key in ("rewards/margins", "rewards/chosen"):
             assert found["all"][key] == pytest.approx(at_best[key], rel=1e-4, abs=1e-6)
         assert set(found["by_tag"]) == set(found["n"]) and len(found["n"]) >= 2
+        assert found["seconds"] > 0  # counted in the study's evaluation compute
     assert "DPO validation pairs by kind" in (out / "report.md").read_text()
     # each DPO sweep value's last validation rewards, read from its sweep run
     for key, s in report["sweep"].items():
@@ -307,7 +308,7 @@ def test_quick_study_runs_every_stage_and_resumes(model, tmp_path, request):
     # the held-out attack items, as --cases, on every model of QUICK (all seed 0), paired
     for run, _, _ in runs(QUICK):
         record = json.loads((out / "heldout" / run / "cases.json").read_text())
-        assert record["label"] == run and record["n_cases"] >= 4
+        assert record["label"] == run and record["n_cases"] >= 4 and record["seconds"] > 0
         assert record["groups"]["all"]["n"] + record["groups"]["all"]["skipped"] >= 2
 
     stamps = {p: p.stat().st_mtime_ns for p in (out / "train").rglob("*") if p.is_file()}
@@ -737,7 +738,11 @@ def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys
         record = {"status": "ok", "seconds": 600.0}
         (where / f"{suite.name}.json").write_text(json.dumps(record))
     (tmp_path / "heldout" / "base").mkdir(parents=True)
-    (tmp_path / "heldout" / "base" / "cases.json").write_text("{}")
+    # evaluation beside the suites counts too: the held-out items, a DPO run's rewards by kind
+    (tmp_path / "heldout" / "base" / "cases.json").write_text(json.dumps({"seconds": 900.0}))
+    (tmp_path / "train" / "calyrex-dpo-s1").mkdir(parents=True)
+    kinds = tmp_path / "train" / "calyrex-dpo-s1" / "rewards_by_tag.json"
+    kinds.write_text(json.dumps({"seconds": 900.0}))
     before = sorted(p for p in tmp_path.rglob("*"))
     found = run_study(FULL, tmp_path, ("status",))
     assert sorted(p for p in tmp_path.rglob("*")) == before  # nothing written
@@ -747,15 +752,15 @@ def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys
     assert rows["calyrex-late8th-s0"]["training"]["state"] == "finished"
     assert rows["lora-s0"]["training"] == {"state": "interrupted", "step": 100, "of": 496}
     assert rows["parallel_mlp-s0"]["training"] == {"state": "not started"}
-    assert found["hours"] == {"sweep": 0.5, "train": 2.0, "eval": 0.5, "total": 3.0}
+    assert found["hours"] == {"sweep": 0.5, "train": 2.0, "eval": 1.0, "total": 3.5}
     text = capsys.readouterr().out
     assert "| calyrex-late8th-s0 | finished: 496 steps, best step 300 (val 2.2500), 2.00 h" in text
     assert "| lora-s0 | resumes from step 100 of 496 |" in text
     assert rows["base"]["heldout"] is True and rows["lora-s0"]["heldout"] is None
     assert rows["lora-s1"]["heldout"] is False
-    assert "| base | — | 3 of 18 suites, 0.50 h; held-out items done |" in text
+    assert "| base | — | 3 of 18 suites, 0.75 h; held-out items done |" in text
     assert "| lora-s1 | not started | 0 of 12 suites; held-out items due |" in text
-    assert "compute spent: sweep 0.5 h, train 2.0 h, eval 0.5 h, total 3.0 h" in text
+    assert "compute spent: sweep 0.5 h, train 2.0 h, eval 1.0 h, total 3.5 h" in text
     with pytest.raises(ValueError, match="give it alone"):
         run_study(FULL, tmp_path, ("status", "eval"))
 

@@ -20,6 +20,7 @@ holds the witness).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,7 @@ def run_heldout(
     from ...eval.generate import Generator
     from .plan import heldout_dir
 
+    start = time.perf_counter()
     skip, tokens = sizes(cfg)
     file = out / "data" / "heldout.cases.jsonl"
     write_cases(file, heldout_cases(shared_data_dir() / "real", skip, cfg.heldout_limit, tokens))
@@ -155,4 +157,5 @@ def run_heldout(
     results = run_cases(Generator(model, tok, longest, cfg.eval_batch_size), cases, longest)
     record = {**info, "cases_file": str(file.relative_to(out)), "n_cases": len(cases)}
     record |= {"limit": cfg.heldout_limit, "skip": skip, "batch_size": cfg.eval_batch_size}
+    record["seconds"] = round(time.perf_counter() - start, 2)  # the study's compute counts it
     return write_results(heldout_dir(out, run), record, results)

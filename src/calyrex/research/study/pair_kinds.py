@@ -8,7 +8,7 @@ loss and reward metrics, and writes ``OUT/train/RUN/rewards_by_tag.json``:
 
     {"reference": "calyrex-late8th-s1", "n": {"granted": 12, ...},
      "by_tag": {"granted": {"loss": ..., "rewards/accuracies": ..., ...}, ...},
-     "all": {...}}
+     "all": {...}, "seconds": ...}
 
 ``all`` is every pair at once, the run's own last validation figures again (a check that the
 pairs and the reference are the training's). It needs both adapters on disk: a run whose
@@ -18,6 +18,7 @@ adapters went with a machine gets no file (the study says so), until it is train
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ def rewards_by_tag(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> dict[str
     summary = where / "summary.json"
     if not (summary.is_file() and (where / "adapter").is_dir() and start.is_dir()):
         return None
+    begun = time.perf_counter()
     train_cfg = TrainConfig(**json.loads(summary.read_text())["config"])
     base, tok = load_model(cfg.model, dtype="float32", device="cpu")
     model = load_adapter(base, start, tokenizer=tok)  # the reference: the run's start
@@ -84,6 +86,7 @@ def rewards_by_tag(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> dict[str
         },
         "all": _metrics(trainer.evaluate(Dataset.from_list(every))),
     }
+    found["seconds"] = round(time.perf_counter() - begun, 2)  # the study's compute counts it
     from ...eval.data import write_json
 
     write_json(where / FILE, found)

@@ -55,6 +55,15 @@ def _seconds(t: dict[str, Any] | None) -> float:
     return 0.0 if t is None else t.get("seconds", 0) + t.get("first", {}).get("seconds", 0)
 
 
+def _extra_seconds(out: Path, run: str) -> float:
+    """Evaluation work beside the suites that records its seconds: the held-out attack items
+    and a DPO run's rewards by kind of pair (records from before they did count 0)."""
+    from .pair_kinds import FILE
+
+    files = (heldout_dir(out, run) / "cases.json", out / "train" / run / FILE)
+    return sum(json.loads(f.read_text()).get("seconds", 0) for f in files if f.is_file())
+
+
 def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     """Every model's training and evaluation state, the sweeps, and the hours spent."""
     rows = []
@@ -63,7 +72,7 @@ def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         records = [finished(out, run, s) for s in due(cfg, first)]
         done = [r for r in records if r is not None]
         row = {"run": run, "suites": len(records), "evaluated": len(done)}
-        row["eval_seconds"] = sum(r.get("seconds", 0) for r in done)
+        row["eval_seconds"] = sum(r.get("seconds", 0) for r in done) + _extra_seconds(out, run)
         # the held-out attack items: None where not due, else whether they ran
         row["heldout"] = (
             (heldout_dir(out, run) / "cases.json").is_file()
