@@ -48,14 +48,16 @@ def measure(model_name: str, method: str, pairs: list[dict], batches: int) -> di
     cfg = TrainConfig(model=model_name, data="-", out=tempfile.mkdtemp(), objective="dpo")
     rows = dpo.encode_pairs(tok, pairs[: cfg.batch_size * batches], cfg.max_length)
     trainer = dpo.PreferenceTrainer(model, _training_args(cfg, "fp32"), rows, tok)
-    paths = {"every_position": contextlib.nullcontext, "completion_only": None}
+    paths = {
+        "every_position": contextlib.nullcontext,
+        "completion_only": dpo.completion_positions_only,
+    }
     found = []
     for b in range(batches):
         batch = trainer.data_collator(rows[b * cfg.batch_size : (b + 1) * cfg.batch_size])
         seen = {}
         for name in [*paths, *paths]:  # each path twice, alternated
-            chosen = paths[name] or dpo.completion_positions_only
-            with mock.patch.object(dpo, "completion_positions_only", chosen):
+            with mock.patch.object(dpo, "completion_positions_only", paths[name]):
                 model.zero_grad()
                 start = time.perf_counter()
                 loss = trainer.compute_loss(model, batch)

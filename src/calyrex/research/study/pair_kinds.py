@@ -36,8 +36,8 @@ def _metrics(found: dict[str, float]) -> dict[str, float]:
 
 
 def rewards_by_tag(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> dict[str, Any] | None:
-    """``OUT/train/RUN/rewards_by_tag.json`` of a finished DPO run (written once; read after),
-    or None where the run or either adapter is not on disk."""
+    """Computes and writes ``OUT/train/RUN/rewards_by_tag.json`` of a finished DPO run; None
+    where the run or either adapter is not on disk. The study calls it once per run."""
     from datasets import Dataset
     from transformers import PrinterCallback, ProgressCallback
 
@@ -49,8 +49,6 @@ def rewards_by_tag(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> dict[str
     from ..mix.command import val_path
 
     where = out / "train" / run_name(arm, seed)
-    if (where / FILE).is_file():
-        return json.loads((where / FILE).read_text())
     start = out / "train" / run_name(cfg.arm(arm.init_from), seed) / "adapter"
     summary = where / "summary.json"
     if not (summary.is_file() and (where / "adapter").is_dir() and start.is_dir()):
