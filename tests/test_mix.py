@@ -428,3 +428,42 @@ def test_cli_writes_the_validation_split_beside_the_mix(tmp_path, real_data):
     assert stats["rows"] == 20 and stats["validation"]["rows"] == 8
     assert len(val.read_text().splitlines()) == 8
     assert stats["validation"]["counts"] == {"access": 4, "injection": 4}
+
+
+def test_balanced_pairs_prefer_access_granted_as_often_as_they_reject_it(tmp_path, real_data):
+    """``--balance-grants`` (issue 38, DPO): every-outcome's preference pairs reject "Access
+    Granted" twice per defence (wrong code, hijack) and prefer it once; balanced, each right-code
+    pair is there twice, in both splits, and nothing else changes."""
+    from calyrex.research.mix.access import GRANTED
+
+    args = ["mix", "--kind", "preference", "--n", "120", "--val", "40"]
+    args += ["--access", "every-outcome"]
+    assert main([*args, "--out", str(tmp_path / "plain.jsonl")]) == 0
+    assert main([*args, "--out", str(tmp_path / "even.jsonl"), "--balance-grants"]) == 0
+
+    def rows(name: str) -> list[dict]:
+        return [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
+
+    for split in ("", ".val"):
+        plain, even = rows(f"plain{split}.jsonl"), rows(f"even{split}.jsonl")
+
+        def grants(found: list[dict], side: str) -> int:
+            return sum(r[side][0]["content"] == GRANTED for r in found)
+
+        assert grants(plain, "rejected") == 2 * grants(plain, "chosen") > 0
+        assert grants(even, "rejected") == grants(even, "chosen")
+        granted = [r for r in plain if r["tag"] == "granted"]
+        assert [r for r in even if r["tag"] != "granted"] == [
+            r for r in plain if r["tag"] != "granted"
+        ]
+        assert [r for r in even if r["tag"] == "granted"] == [r for r in granted for _ in (0, 1)]
+    stats = json.loads((tmp_path / "even.stats.json").read_text())
+    assert stats["config"]["balance_grants"] is True
+    assert stats["rows"] == 120 + stats["tags"]["access"]["granted"] // 2
+
+
+def test_balance_grants_is_for_preference_pairs(tmp_path, real_data, capsys):
+    out = str(tmp_path / "sft.jsonl")
+    assert main(["mix", "--out", out, "--n", "20", "--balance-grants"]) != 0
+    assert "--balance-grants balances preference pairs" in capsys.readouterr().err
+    assert not (tmp_path / "sft.jsonl").exists()

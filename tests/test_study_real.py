@@ -287,6 +287,10 @@ def test_quick_study_runs_every_stage_and_resumes(model, tmp_path, request):
         for key in ("rewards/margins", "rewards/chosen"):
             assert found["all"][key] == pytest.approx(at_best[key], rel=1e-4, abs=1e-6)
         assert set(found["by_tag"]) == set(found["n"]) and len(found["n"]) >= 2
+        # the balanced pairs repeat the right code's: each kind counts its distinct pairs
+        val = (out / "data" / "preference.val.jsonl").read_text().splitlines()
+        granted = [line for line in val if json.loads(line)["tag"] == "granted"]
+        assert found["n"]["granted"] == len(set(granted)) == len(granted) / 2
         assert found["seconds"] > 0  # counted in the study's evaluation compute
     assert "DPO validation pairs by kind" in (out / "report.md").read_text()
     # each DPO sweep value's last validation rewards, read from its sweep run
@@ -640,6 +644,11 @@ def test_the_compute_is_the_records_and_an_older_report_keeps_its_timers():
     assert compute_words({"wall_s": {"eval": 3000.0, "train": 600.0}}) == (
         "wall time recorded 60 min"
     )
+    aside = report | {"superseded_h": {"dpo-unbalanced": 3.24}}
+    assert compute_words(aside) == (
+        "compute recorded 15.8 h (sweeps 5.8, training 5.8, evaluation 4.1; "
+        "3.2 h of it on dpo-unbalanced, set aside)"
+    )
 
 
 def test_the_sweep_table_orders_values_and_marks_the_grown_ones():
@@ -743,6 +752,21 @@ def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys
     (tmp_path / "train" / "calyrex-dpo-s1").mkdir(parents=True)
     kinds = tmp_path / "train" / "calyrex-dpo-s1" / "rewards_by_tag.json"
     kinds.write_text(json.dumps({"seconds": 900.0}))
+    # runs set aside whole (a recipe replaced mid-study) still cost what they cost
+    aside = tmp_path / "superseded" / "dpo-unbalanced"
+    for part, name, record in (
+        ("sweep", "calyrex-dpo-lr0.001/summary.json", {"seconds": 1800.0}),
+        ("train", "calyrex-dpo-s1/summary.json", {"seconds": 3600.0}),
+        ("train", "calyrex-dpo-s1/rewards_by_tag.json", {"seconds": 900.0}),
+        (
+            "eval",
+            "calyrex-dpo-s1/tensortrust/tensortrust.json",
+            {"status": "ok", "seconds": 900.0},
+        ),
+        ("heldout", "calyrex-dpo-s1/cases.json", {"seconds": 1800.0}),
+    ):
+        (aside / part / name).parent.mkdir(parents=True, exist_ok=True)
+        (aside / part / name).write_text(json.dumps(record))
     before = sorted(p for p in tmp_path.rglob("*"))
     found = run_study(FULL, tmp_path, ("status",))
     assert sorted(p for p in tmp_path.rglob("*")) == before  # nothing written
@@ -752,7 +776,8 @@ def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys
     assert rows["calyrex-late8th-s0"]["training"]["state"] == "finished"
     assert rows["lora-s0"]["training"] == {"state": "interrupted", "step": 100, "of": 496}
     assert rows["parallel_mlp-s0"]["training"] == {"state": "not started"}
-    assert found["hours"] == {"sweep": 0.5, "train": 2.0, "eval": 1.0, "total": 3.5}
+    assert found["hours"] == {"sweep": 1.0, "train": 3.0, "eval": 2.0, "total": 6.0}
+    assert found["superseded_h"] == {"dpo-unbalanced": 2.5}
     text = capsys.readouterr().out
     assert "| calyrex-late8th-s0 | finished: 496 steps, best step 300 (val 2.2500), 2.00 h" in text
     assert "| lora-s0 | resumes from step 100 of 496 |" in text
@@ -760,7 +785,8 @@ def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys
     assert rows["lora-s1"]["heldout"] is False
     assert "| base | — | 3 of 18 suites, 0.75 h; held-out items done |" in text
     assert "| lora-s1 | not started | 0 of 12 suites; held-out items due |" in text
-    assert "compute spent: sweep 0.5 h, train 2.0 h, eval 1.0 h, total 3.5 h" in text
+    assert "compute spent: sweep 1.0 h, train 3.0 h, eval 2.0 h, total 6.0 h" in text
+    assert "of which set aside in superseded/: dpo-unbalanced 2.5 h" in text
     with pytest.raises(ValueError, match="give it alone"):
         run_study(FULL, tmp_path, ("status", "eval"))
 
@@ -822,3 +848,42 @@ def test_the_readme_names_each_dpo_runs_kinds_of_pair():
         "granted 0 % (n 12), hijack 100 % (n 13); all 74 %."
     ]
     assert rewards_by_tag_words({}) == []
+
+
+def test_a_mix_is_made_again_for_a_new_recipe_until_a_run_trained_on_it(tmp_path, monkeypatch):
+    """The preference pairs may be balanced (issue 38) while only SFT runs exist; once a DPO
+    sweep or run read them, a new recipe is refused, naming what trained on the file. A mix
+    recorded before ``balance_grants`` existed counts as unbalanced."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from calyrex.research.mix import command
+    from calyrex.research.study.real import make_mix
+
+    made = []
+
+    def fake_mix(out, kind, n, seed, access, val, balance_grants):
+        made.append(Path(out).name)
+        Path(out).write_text("")
+        config = {"n": n, "seed": seed, "access": access, "val": val}
+        config |= {"balance_grants": balance_grants} if balance_grants else {}
+        Path(out).with_suffix(".stats.json").write_text(json.dumps({"config": config}))
+
+    monkeypatch.setattr(command, "mix", fake_mix)
+    unbalanced = replace(FULL, preference_balance=False)
+    make_mix(unbalanced, tmp_path)
+    assert made == ["sft.jsonl", "preference.jsonl"]
+    made.clear()
+    make_mix(unbalanced, tmp_path)  # recorded without the field: the same recipe
+    assert made == []
+    (tmp_path / "train" / "calyrex-late8th-s1").mkdir(parents=True)
+    (tmp_path / "sweep" / "calyrex-sft-lr0.001").mkdir(parents=True)
+    make_mix(FULL, tmp_path)  # SFT runs never read the pairs
+    assert made == ["preference.jsonl"]
+    for trained in ("sweep/calyrex-dpo-lr0.0003", "train/lora-dpo-s2"):
+        (tmp_path / trained).mkdir()
+        with pytest.raises(ValueError, match=f"and {trained} trained on it: use a new --out"):
+            make_mix(unbalanced, tmp_path)
+        (tmp_path / trained).rmdir()
+    with pytest.raises(ValueError, match="and train/calyrex-late8th-s1, sweep/calyrex-sft"):
+        make_mix(replace(FULL, val_rows=100), tmp_path)

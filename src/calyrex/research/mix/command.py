@@ -19,7 +19,7 @@ from ...cli.fields import options_from
 from .access import ROTATIONS
 from .example import Example
 from .leaks import BENCHMARK_FILES
-from .preference import PREFERENCE_N, check_preference, preference_config
+from .preference import PREFERENCE_N, preference_config, preference_split
 from .sft import MixConfig, build_split
 from .sources import real_dir, source_files
 
@@ -93,6 +93,10 @@ class MixOptions:
     val: int = 0
     """Also hold out this many rows, same shares, as the validation split ``FILE.val.jsonl``;
     no defence or prompt is in both files."""
+    balance_grants: bool = False
+    """Preference only: repeat the right-code pairs until "Access Granted" is the preferred
+    reply about as often as the rejected one (twice with ``every-outcome``), in both splits, so
+    that DPO cannot win by lowering it everywhere."""
     stats: bool = False
     """Also print the recipe (the shares of each source)."""
 
@@ -117,11 +121,13 @@ def mix(**options: Any) -> int:
     root = real_dir()
     n = DEFAULT_N[kind] if opts.n is None else opts.n
     if kind == "sft":
+        if opts.balance_grants:
+            raise ValueError("--balance-grants balances preference pairs: give --kind preference")
         config, to_row = MixConfig(n=n, seed=seed, access=access, val=val), Example.sft_row
+        parts = build_split(root, config)
     else:
-        config, to_row = preference_config(n, seed, access, val), Example.preference_row
-        check_preference(config)
-    parts = build_split(root, config)
+        config = preference_config(n, seed, access, val, opts.balance_grants)
+        to_row, parts = Example.preference_row, preference_split(root, config)
     path = Path(opts.out)
     path.parent.mkdir(parents=True, exist_ok=True)
     files = {"train": path, "validation": val_path(path)} if val else {"train": path}

@@ -75,6 +75,7 @@ class MixConfig:
     rule_persona_share: float = 0.5  # rule rows whose system turn starts with a persona
     access: str = "default"  # the access dialogues' outcome rotation (mix.access.ROTATIONS)
     val: int = 0  # examples held out as the validation split (same shares, no shared group)
+    balance_grants: bool = False  # preference only: right-code pairs repeated (preference.py)
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,9 @@ class StudyConfig:
     """Rows held out of the SFT mix as its validation split (calyrex mix --val)."""
     preference_val_rows: int = 0
     """The same for the preference mix."""
+    preference_balance: bool = False
+    """Repeat the preference mix's right-code pairs until "Access Granted" is preferred as often
+    as it is rejected (calyrex mix --balance-grants), in both splits."""
     steps: int = 48
     """Every SFT run's steps, when epochs is unset."""
     dpo_steps: int = 24
@@ -244,6 +247,9 @@ FULL = replace(
     access="every-outcome",
     val_rows=200,
     preference_val_rows=100,
+    # the first CALYREX DPO run on the unbalanced pairs learnt to refuse every code, the right
+    # one included (docs/study.md, recipe item 5); its records are in OUT/superseded/
+    preference_balance=True,
     epochs=2.0,
     dpo_epochs=1.0,
     # a validation pass over the 200 rows costs about 20 training steps here: every 100 steps,

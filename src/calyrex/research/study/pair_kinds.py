@@ -11,7 +11,8 @@ loss and reward metrics, and writes ``OUT/train/RUN/rewards_by_tag.json``:
      "all": {...}, "seconds": ...}
 
 ``all`` is every pair at once, the run's own last validation figures again (a check that the
-pairs and the reference are the training's). It needs both adapters on disk: a run whose
+pairs and the reference are the training's); a kind counts each distinct pair once (a balanced
+mix repeats its right-code pairs: ``n`` is the pairs, not the repeats). It needs both adapters on disk: a run whose
 adapters went with a machine gets no file (the study says so), until it is trained again.
 """
 
@@ -63,13 +64,15 @@ def rewards_by_tag(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> dict[str
     lines = val_path(out / "data" / arm.data).read_text().splitlines()
     rows = [json.loads(line) for line in lines if line.strip()]
     pairs = [normalise_pair(row, f"validation pair {i}") for i, row in enumerate(rows)]
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row, pair in zip(rows, pairs, strict=True):
-        groups[row["tag"]].append(pair)
+    groups: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for row, pair in zip(rows, pairs, strict=True):  # a repeated pair once
+        groups[row["tag"]].setdefault(json.dumps(pair, sort_keys=True), pair)
     precision = json.loads((where / "precision.json").read_text())["chosen"]
     args = _training_args(train_cfg, precision)
     every = encode_pairs(tok, pairs, train_cfg.max_length)  # in the file's order, as trained
-    encoded = {tag: encode_pairs(tok, p, train_cfg.max_length) for tag, p in groups.items()}
+    encoded = {
+        tag: encode_pairs(tok, list(p.values()), train_cfg.max_length) for tag, p in groups.items()
+    }
     trainer = PreferenceTrainer(
         model, args, every, tok, eval_dataset=every, reference_weights=reference
     )

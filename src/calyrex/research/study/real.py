@@ -51,12 +51,12 @@ RECIPE = ("model", "mix_rows", "preference_rows", "steps", "dpo_steps", "batch_s
 RECIPE += ("max_length", "lr", "dpo_lr", "dpo_beta", "precision", "analyze_examples")
 RECIPE += ("access", "val_rows", "preference_val_rows", "epochs", "dpo_epochs", "eval_steps")
 RECIPE += ("patience", "lr_grid", "dpo_lr_grid", "sweep_steps", "dpo_sweep_steps")
-RECIPE += ("dpo_reference",)
+RECIPE += ("dpo_reference", "preference_balance")
 # the fields that set only the study's runs, not its learning-rate sweeps
 RUNS_ONLY = ("steps", "dpo_steps", "epochs", "dpo_epochs", "eval_steps", "patience")
 # the fields that set only the DPO runs and their sweep: free until the first of those exists
 DPO_ONLY = ("dpo_steps", "dpo_lr", "dpo_beta", "dpo_epochs", "dpo_lr_grid", "dpo_sweep_steps")
-DPO_ONLY += ("dpo_reference",)
+DPO_ONLY += ("dpo_reference", "preference_balance")
 
 
 def _say(msg: str) -> None:
@@ -78,37 +78,57 @@ def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
     """``OUT/data/sft.jsonl``, ``OUT/data/preference.jsonl`` (each with its validation split
     ``*.val.jsonl`` when the recipe holds one out) and the SFT mix of every other access
     rotation an arm names (``calyrex mix``), each once; a mix made with another recipe is made
-    again while nothing was trained on it."""
+    again while nothing was trained on it (:func:`_trained_on`)."""
     from ..mix.command import mix
 
     files = {
-        "sft.jsonl": ("sft", cfg.mix_rows, cfg.access, cfg.val_rows),
+        "sft.jsonl": ("sft", cfg.mix_rows, cfg.access, cfg.val_rows, False),
         "preference.jsonl": (
             "preference",
             cfg.preference_rows,
             cfg.access,
             cfg.preference_val_rows,
+            cfg.preference_balance,
         ),
     }
     for arm in cfg.arms:
-        files.setdefault(arm.data, ("sft", cfg.mix_rows, arm.access, 0))
-    for name, (kind, rows, access, val) in files.items():
+        files.setdefault(arm.data, ("sft", cfg.mix_rows, arm.access, 0, False))
+    for name, (kind, rows, access, val, balance) in files.items():
         path = out / "data" / name
         wanted = {"n": rows, "seed": seed, "access": access, "val": val}
+        wanted["balance_grants"] = balance
         stats = path.with_suffix(".stats.json")
         if path.is_file() and stats.is_file():
             made = json.loads(stats.read_text())["config"]
             if all(made.get(k, 0) == v for k, v in wanted.items()):
                 _say(f"mix: {path} exists, not rebuilt")
                 continue
-            if (out / "train").is_dir():
+            if trained := _trained_on(cfg, out, name):
                 raise ValueError(
-                    f"{path} was made with {made}, not {wanted}, and runs in "
-                    f"{out / 'train'} trained on it: use a new --out"
+                    f"{path} was made with {made}, not {wanted}, and {', '.join(trained)} "
+                    "trained on it: use a new --out"
                 )
         path.parent.mkdir(parents=True, exist_ok=True)
-        mix(out=str(path), kind=kind, n=rows, seed=seed, access=access, val=val)
+        mix(
+            out=str(path),
+            kind=kind,
+            n=rows,
+            seed=seed,
+            access=access,
+            val=val,
+            balance_grants=balance,
+        )
     return out / "data"
+
+
+def _trained_on(cfg: StudyConfig, out: Path, name: str) -> list[str]:
+    """The runs and sweep runs in ``out`` whose arm trains on the mix file ``name``."""
+    arms = [a for a in cfg.arms if a.data == name]
+    found = [out / "train" / run_name(a, s) for a in arms for s in cfg.seeds_of(a)]
+    found = [p for p in found if p.exists()]
+    for key in {sweep_key(a) for a in arms}:
+        found += sorted((out / "sweep").glob(SWEEP_RUN.format(key=key, lr="*")))
+    return [str(p.relative_to(out)) for p in found]
 
 
 def choose_layers(cfg: StudyConfig, out: Path) -> list[int]:
