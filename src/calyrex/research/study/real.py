@@ -95,8 +95,8 @@ def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
         files.setdefault(arm.data, ("sft", cfg.mix_rows, arm.access, 0, False))
     for name, (kind, rows, access, val, balance) in files.items():
         path = out / "data" / name
-        wanted = {"n": rows, "seed": seed, "access": access, "val": val}
-        wanted["balance_grants"] = balance
+        # calyrex mix's options, as its stats record them
+        wanted = {"n": rows, "seed": seed, "access": access, "val": val, "balance_grants": balance}
         stats = path.with_suffix(".stats.json")
         if path.is_file() and stats.is_file():
             made = json.loads(stats.read_text())["config"]
@@ -109,15 +109,7 @@ def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
                     "trained on it: use a new --out"
                 )
         path.parent.mkdir(parents=True, exist_ok=True)
-        mix(
-            out=str(path),
-            kind=kind,
-            n=rows,
-            seed=seed,
-            access=access,
-            val=val,
-            balance_grants=balance,
-        )
+        mix(out=str(path), kind=kind, **wanted)
     return out / "data"
 
 
