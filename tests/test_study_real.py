@@ -644,10 +644,10 @@ def test_the_compute_is_the_records_and_an_older_report_keeps_its_timers():
     assert compute_words({"wall_s": {"eval": 3000.0, "train": 600.0}}) == (
         "wall time recorded 60 min"
     )
-    aside = report | {"superseded_h": {"dpo-unbalanced": 3.24}}
+    aside = report | {"set_aside_h": {"superseded/dpo-unbalanced": 3.24}}
     assert compute_words(aside) == (
         "compute recorded 15.8 h (sweeps 5.8, training 5.8, evaluation 4.1; "
-        "3.2 h of it on dpo-unbalanced, set aside)"
+        "3.2 h of it in superseded/dpo-unbalanced/, set aside)"
     )
 
 
@@ -752,7 +752,11 @@ def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys
     (tmp_path / "train" / "calyrex-dpo-s1").mkdir(parents=True)
     kinds = tmp_path / "train" / "calyrex-dpo-s1" / "rewards_by_tag.json"
     kinds.write_text(json.dumps({"seconds": 900.0}))
-    # runs set aside whole (a recipe replaced mid-study) still cost what they cost
+    # runs set aside whole (a recipe replaced mid-study; a lost adapter's run made anew) still
+    # cost what they cost
+    lost = tmp_path / "previous" / "train" / "lora-s1" / "summary.json"
+    lost.parent.mkdir(parents=True)
+    lost.write_text(json.dumps({"seconds": 1800.0}))
     aside = tmp_path / "superseded" / "dpo-unbalanced"
     for part, name, record in (
         ("sweep", "calyrex-dpo-lr0.001/summary.json", {"seconds": 1800.0}),
@@ -776,8 +780,8 @@ def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys
     assert rows["calyrex-late8th-s0"]["training"]["state"] == "finished"
     assert rows["lora-s0"]["training"] == {"state": "interrupted", "step": 100, "of": 496}
     assert rows["parallel_mlp-s0"]["training"] == {"state": "not started"}
-    assert found["hours"] == {"sweep": 1.0, "train": 3.0, "eval": 2.0, "total": 6.0}
-    assert found["superseded_h"] == {"dpo-unbalanced": 2.5}
+    assert found["hours"] == {"sweep": 1.0, "train": 3.5, "eval": 2.0, "total": 6.5}
+    assert found["set_aside_h"] == {"previous": 0.5, "superseded/dpo-unbalanced": 2.5}
     text = capsys.readouterr().out
     assert "| calyrex-late8th-s0 | finished: 496 steps, best step 300 (val 2.2500), 2.00 h" in text
     assert "| lora-s0 | resumes from step 100 of 496 |" in text
@@ -785,8 +789,8 @@ def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys
     assert rows["lora-s1"]["heldout"] is False
     assert "| base | — | 3 of 18 suites, 0.75 h; held-out items done |" in text
     assert "| lora-s1 | not started | 0 of 12 suites; held-out items due |" in text
-    assert "compute spent: sweep 1.0 h, train 3.0 h, eval 2.0 h, total 6.0 h" in text
-    assert "of which set aside in superseded/: dpo-unbalanced 2.5 h" in text
+    assert "compute spent: sweep 1.0 h, train 3.5 h, eval 2.0 h, total 6.5 h" in text
+    assert "of which set aside: previous/ 0.5 h, superseded/dpo-unbalanced/ 2.5 h" in text
     with pytest.raises(ValueError, match="give it alone"):
         run_study(FULL, tmp_path, ("status", "eval"))
 

@@ -472,12 +472,12 @@ def _training_words(report: dict[str, Any]) -> list[str]:
 def compute_words(report: dict[str, Any]) -> str:
     """The compute the study's records hold: each sweep run's, training run's and suite's own
     seconds, summed (a stage killed and resumed keeps what it recorded; the orchestrator's stage
-    timers, ``wall_s``, lose a killed stage's time), runs set aside in ``OUT/superseded/``
-    included and named. A report from before them: the timers."""
+    timers, ``wall_s``, lose a killed stage's time), runs set aside (``OUT/previous/``,
+    ``OUT/superseded/NAME/``) included and named. A report from before them: the timers."""
     if h := report.get("compute_h"):
         aside = "".join(
-            f"; {hours:.1f} h of it on {name}, set aside"
-            for name, hours in (report.get("superseded_h") or {}).items()
+            f"; {hours:.1f} h of it in {name}/, set aside"
+            for name, hours in (report.get("set_aside_h") or {}).items()
         )
         return (
             f"compute recorded {h['total']:.1f} h (sweeps {h['sweep']:.1f}, training "

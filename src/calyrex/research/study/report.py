@@ -549,7 +549,7 @@ def write_report(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         "placement": f"layers {study['analyze_layers']}" if study.get("analyze_layers") else None,
         "wall_s": study.get("wall_s", {}),
         "compute_h": found["hours"],
-        "superseded_h": found["superseded_h"],
+        "set_aside_h": found["set_aside_h"],
         "runs_evaluated": [r for r, _, _ in runs(cfg) if (out / "eval" / r).is_dir()],
         "training": training(cfg, out),
         "trained_again": trained_again(found),

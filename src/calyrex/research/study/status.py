@@ -4,9 +4,10 @@ One line per model in the order the study makes them: its training (finished: st
 validation step and loss, hours; interrupted: the last checkpoint it resumes from, of how many
 steps; not started) and its evaluation (suites finished of those due, hours; whether the
 held-out attack items ran, where they are due), then the sweeps
-and the compute spent so far, that of runs set aside in ``OUT/superseded/`` included (a recipe
-replaced mid-study: the first CALYREX DPO run and its sweep, on unbalanced pairs). Nothing is
-loaded or run: a session deciding what it can finish reads this first.
+and the compute spent so far, that of runs set aside included: ``OUT/previous/`` (a run whose
+adapter was lost before its evaluation finished, made anew) and ``OUT/superseded/NAME/`` (a
+recipe replaced mid-study: the first CALYREX DPO run and its sweep, on unbalanced pairs).
+Nothing is loaded or run: a session deciding what it can finish reads this first.
 """
 
 from __future__ import annotations
@@ -65,25 +66,29 @@ def _extra_seconds(out: Path, run: str) -> float:
     return sum(json.loads(f.read_text()).get("seconds", 0) for f in files if f.is_file())
 
 
-SUPERSEDED = "superseded"  # OUT/superseded/NAME/{data,sweep,train,eval,heldout}: set aside whole
+# set aside whole, each with OUT's own layout ({sweep,train,eval,heldout}/…): a lost adapter's
+# run (real._set_aside) and a replaced recipe's runs, one folder per replacement
+PREVIOUS, SUPERSEDED = "previous", "superseded"
 
 
 def _sweep_seconds(root: Path) -> float:
     return sum(json.loads(f.read_text())["seconds"] for f in root.glob("sweep/*/summary.json"))
 
 
-def superseded(cfg: StudyConfig, out: Path) -> dict[str, dict[str, float]]:
-    """The seconds each folder of ``OUT/superseded/`` spent (sweep, train, eval): runs of a
-    recipe the study replaced, kept as they were, still part of what the study cost."""
+def set_aside(cfg: StudyConfig, out: Path) -> dict[str, dict[str, float]]:
+    """The seconds each folder set aside spent (sweep, train, eval), by its path in ``out``
+    (``previous``, ``superseded/NAME``): runs kept as they were, still part of what the study
+    cost."""
     found = {}
-    for folder in sorted(p for p in (out / SUPERSEDED).glob("*") if p.is_dir()):
+    folders = [out / PREVIOUS, *sorted((out / SUPERSEDED).glob("*"))]
+    for folder in (p for p in folders if p.is_dir()):
         names = {p.name for part in ("train", "eval", "heldout") for p in folder.glob(f"{part}/*")}
         evaluated = sum(
             (finished(folder, run, suite) or {}).get("seconds", 0)
             for run in names
             for suite in cfg.suites
         )
-        found[folder.name] = {
+        found[str(folder.relative_to(out))] = {
             "sweep": _sweep_seconds(folder),
             "train": sum(_seconds(training(folder / "train" / run)) for run in names),
             "eval": evaluated + sum(_extra_seconds(folder, run) for run in names),
@@ -111,7 +116,7 @@ def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     sweeps = sorted(p.parent.name for p in (out / "sweep").glob("*/summary.json"))
     chosen_file = out / "sweep" / "chosen.json"
     chosen = json.loads(chosen_file.read_text()) if chosen_file.is_file() else {}
-    aside = superseded(cfg, out)
+    aside = set_aside(cfg, out)
     train_s = sum(_seconds(r["training"]) for r in rows)
     eval_s = sum(r["eval_seconds"] for r in rows)
     spent = {"sweep": _sweep_seconds(out), "train": train_s, "eval": eval_s}
@@ -124,7 +129,7 @@ def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         "chosen": {k: v["lr"] for k, v in chosen.items()},
         "seconds": {k: round(v, 1) for k, v in spent.items()},
         "hours": {k: round(v / 3600, 2) for k, v in spent.items()},
-        "superseded_h": {k: round(sum(v.values()) / 3600, 2) for k, v in aside.items()},
+        "set_aside_h": {k: round(sum(v.values()) / 3600, 2) for k, v in aside.items()},
     }
 
 
@@ -170,7 +175,7 @@ def lines(found: dict[str, Any]) -> list[str]:
         f"compute spent: sweep {h['sweep']} h, train {h['train']} h, eval {h['eval']} h, "
         f"total {h['total']} h"
     )
-    if aside := found.get("superseded_h"):
-        names = ", ".join(f"{name} {hours} h" for name, hours in aside.items())
-        out.append(f"of which set aside in {SUPERSEDED}/: {names}")
+    if aside := found.get("set_aside_h"):
+        names = ", ".join(f"{name}/ {hours} h" for name, hours in aside.items())
+        out.append(f"of which set aside: {names}")
     return out
