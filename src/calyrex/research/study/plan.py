@@ -44,6 +44,11 @@ def runs(cfg: StudyConfig) -> list[tuple[str, Arm | None, int | None]]:
     return out
 
 
+# folders set aside whole in OUT, each with OUT's own layout ({sweep,train,eval,heldout}/…): a
+# run whose adapter was lost before its evaluation finished (OUT/previous), and the runs of a
+# recipe replaced mid-study (OUT/superseded/NAME); the study's compute still counts them
+PREVIOUS, SUPERSEDED = "previous", "superseded"
+
 # a finished run's records; when its adapter, lost with a machine, is trained again for a later
 # arm, the first run's are kept beside as NAME.previous.EXT (the run its evaluation used)
 RECORDS = ("summary.json", "metrics.jsonl", "best.json", "precision.json")

@@ -31,6 +31,7 @@ from typing import Any
 
 from .config import Arm, StudyConfig, Suite
 from .plan import (
+    PREVIOUS,
     RECORDS,
     SWEEP_RUN,
     due,
@@ -449,7 +450,7 @@ def _set_aside(out: Path, folder: Path) -> None:
     """``OUT/X`` → ``OUT/previous/X``; what is there already (the first lost run's) is kept."""
     if not folder.is_dir():
         return
-    aside = out / "previous" / folder.relative_to(out)
+    aside = out / PREVIOUS / folder.relative_to(out)
     if aside.is_dir():
         shutil.rmtree(folder)
         return

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import StudyConfig
-from .plan import due, finished, heldout_dir, heldout_due, previous, runs
+from .plan import PREVIOUS, SUPERSEDED, due, finished, heldout_dir, heldout_due, previous, runs
 
 
 def _checkpoint(where: Path) -> dict[str, Any] | None:
@@ -64,11 +64,6 @@ def _extra_seconds(out: Path, run: str) -> float:
 
     files = (heldout_dir(out, run) / "cases.json", out / "train" / run / FILE)
     return sum(json.loads(f.read_text()).get("seconds", 0) for f in files if f.is_file())
-
-
-# set aside whole, each with OUT's own layout ({sweep,train,eval,heldout}/…): a lost adapter's
-# run (real._set_aside) and a replaced recipe's runs, one folder per replacement
-PREVIOUS, SUPERSEDED = "previous", "superseded"
 
 
 def _sweep_seconds(root: Path) -> float:
