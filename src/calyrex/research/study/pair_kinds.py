@@ -11,9 +11,10 @@ loss and reward metrics, and writes ``OUT/train/RUN/rewards_by_tag.json``:
      "all": {...}, "seconds": ...}
 
 ``all`` is every pair at once, the run's own last validation figures again (a check that the
-pairs and the reference are the training's); a kind counts each distinct pair once (a balanced
-mix repeats its right-code pairs: ``n`` is the pairs, not the repeats). It needs both adapters on disk: a run whose
-adapters went with a machine gets no file (the study says so), until it is trained again.
+pairs and the reference are the training's); a kind counts each distinct pair once (a
+balanced mix repeats its right-code pairs: ``n`` is the pairs, not the repeats). It needs both
+adapters on disk: a run whose adapters went with a machine gets no file (the study says so),
+until it is trained again.
 """
 
 from __future__ import annotations

@@ -66,6 +66,11 @@ def _extra_seconds(out: Path, run: str) -> float:
     return sum(json.loads(f.read_text()).get("seconds", 0) for f in files if f.is_file())
 
 
+def _eval_seconds(root: Path, run: str, records: list[dict[str, Any] | None]) -> float:
+    """A run's evaluation seconds: its finished suites' ``records`` and the work beside them."""
+    return sum(r.get("seconds", 0) for r in records if r is not None) + _extra_seconds(root, run)
+
+
 def _sweep_seconds(root: Path) -> float:
     return sum(json.loads(f.read_text())["seconds"] for f in root.glob("sweep/*/summary.json"))
 
@@ -78,15 +83,13 @@ def set_aside(cfg: StudyConfig, out: Path) -> dict[str, dict[str, float]]:
     folders = [out / PREVIOUS, *sorted((out / SUPERSEDED).glob("*"))]
     for folder in (p for p in folders if p.is_dir()):
         names = {p.name for part in ("train", "eval", "heldout") for p in folder.glob(f"{part}/*")}
-        evaluated = sum(
-            (finished(folder, run, suite) or {}).get("seconds", 0)
-            for run in names
-            for suite in cfg.suites
-        )
         found[str(folder.relative_to(out))] = {
             "sweep": _sweep_seconds(folder),
             "train": sum(_seconds(training(folder / "train" / run)) for run in names),
-            "eval": evaluated + sum(_extra_seconds(folder, run) for run in names),
+            "eval": sum(
+                _eval_seconds(folder, run, [finished(folder, run, s) for s in cfg.suites])
+                for run in names
+            ),
         }
     return found
 
@@ -99,7 +102,7 @@ def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         records = [finished(out, run, s) for s in due(cfg, first)]
         done = [r for r in records if r is not None]
         row = {"run": run, "suites": len(records), "evaluated": len(done)}
-        row["eval_seconds"] = sum(r.get("seconds", 0) for r in done) + _extra_seconds(out, run)
+        row["eval_seconds"] = _eval_seconds(out, run, records)
         # the held-out attack items: None where not due, else whether they ran
         row["heldout"] = (
             (heldout_dir(out, run) / "cases.json").is_file()
