@@ -192,7 +192,8 @@ def test_a_resumed_suites_seconds_hold_its_earlier_attempts(saved, tmp_path):
     rc, whole = run_model(saved, "tensortrust", data, tmp_path / "whole")
     assert rc == 0 and whole["seconds"] == pytest.approx(whole["seconds_this_attempt"], abs=0.1)
     clock = json.loads((tmp_path / "whole" / "tensortrust.clock.json").read_text())
-    assert 0 < clock["seconds"] <= whole["seconds"] + 0.05  # the record rounds to 0.1 s
+    # the record rounds to 0.1 s, the clock to 0.01 s: a fast machine's attempt may read 0.0
+    assert 0 <= clock["seconds"] <= whole["seconds"] + 0.05
     # an attempt interrupted after half its replies, as if it had taken 1000 s to save them
     out = tmp_path / "resumed"
     out.mkdir()
@@ -202,7 +203,7 @@ def test_a_resumed_suites_seconds_hold_its_earlier_attempts(saved, tmp_path):
     (out / "tensortrust.clock.json").write_text(json.dumps({"seconds": 1000.0}))
     rc, resumed = run_model(saved, "tensortrust", data, out)
     assert rc == 0 and resumed["n_items"] == whole["n_items"]
-    assert 0 < resumed["seconds_this_attempt"] < 1000
+    assert 0 <= resumed["seconds_this_attempt"] < 1000 <= resumed["seconds"]
     assert resumed["seconds"] == pytest.approx(1000 + resumed["seconds_this_attempt"], abs=0.1)
     # saved replies without a clock (written before it, or by another suite): this attempt only
     (out / "tensortrust.json").unlink()
