@@ -795,6 +795,60 @@ def test_status_reads_where_the_study_stands_and_writes_nothing(tmp_path, capsys
         run_study(FULL, tmp_path, ("status", "eval"))
 
 
+def test_status_estimates_what_is_left_from_the_finished_records(tmp_path):
+    """--stages status's estimate of the hours left: each pending sweep value, training run,
+    suite, held-out items and rewards by kind at the median seconds of the finished ones of its
+    kind (a method's runs, else its objective's; the rest of an interrupted run)."""
+    from calyrex.research.study.status import lines, status
+
+    def put(path: str, record: dict) -> None:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(json.dumps(record))
+
+    best = {"validation": {"best": {"step": 1, "eval_loss": 2.0}}}
+    put("train/calyrex-late8th-s0/summary.json", {"steps": 9, "seconds": 7200.0, **best})
+    put("train/calyrex-late8th-s1/summary.json", {"steps": 9, "seconds": 3600.0, **best})
+    put("train/calyrex-late8th-s1/summary.previous.json", {"steps": 9, "seconds": 1800.0, **best})
+    put("train/calyrex-dpo-s1/summary.json", {"steps": 9, "seconds": 1800.0, **best})
+    put("train/calyrex-dpo-s1/rewards_by_tag.json", {"seconds": 300.0})
+    put("train/lora-s0/checkpoint-124/trainer_state.json", {"global_step": 124, "max_steps": 496})
+    put("sweep/calyrex-dpo-lr3e-05/summary.json", {"seconds": 600.0})
+    put("sweep/lora-dpo-lr3e-05/summary.json", {"seconds": 1200.0})
+    chosen = {k: {"lr": 1e-3} for k in ("calyrex-sft", "lora-sft", "parallel_mlp-sft")}
+    put("sweep/chosen.json", chosen | {"calyrex-dpo": {"lr": 3e-4}})
+    for suite in FULL.suites:
+        put(f"eval/base/{suite.key}/{suite.name}.json", {"status": "ok", "seconds": 100.0})
+    put("heldout/base/cases.json", {"seconds": 900.0})
+    found = status(FULL, tmp_path)["left"]
+    # sweep: lora-dpo's two values left at the DPO values' median (900 s); parallel_mlp-dpo's
+    # three likewise. train: calyrex's median 3,600 s (its runs: 7,200, 3,600 and the first
+    # 1,800) for every SFT run left (lora and ParallelMLP have none: SFT's median), three
+    # quarters of it for lora-s0 (at step 124 of 496), DPO's 1,800 for its four runs left.
+    # eval: 100 s a suite (7 runs due 18, 8 runs due 12), 900 s the held-out items of 7 runs,
+    # 300 s rewards by kind of 4 DPO runs.
+    sweep = (2 + 3) * 900
+    train = 0.75 * 3600 + 7 * 3600 + 4 * 1800
+    evaluate = (7 * 18 + 8 * 12) * 100 + 7 * 900 + 4 * 300
+    assert found["hours"] == {
+        "sweep": round(sweep / 3600, 2),
+        "train": round(train / 3600, 2),
+        "eval": round(evaluate / 3600, 2),
+        "total": round((sweep + train + evaluate) / 3600, 2),
+    }
+    assert found["unknown"] == []
+    # with no DPO record at all, the DPO work has nothing to go by, and says so
+    for gone in ("train/calyrex-dpo-s1", "sweep/calyrex-dpo-lr3e-05", "sweep/lora-dpo-lr3e-05"):
+        for f in (tmp_path / gone).iterdir():
+            f.unlink()
+        (tmp_path / gone).rmdir()
+    found = status(FULL, tmp_path)
+    assert "lora-dpo sweep" in found["left"]["unknown"]
+    assert "calyrex-dpo-s1 calyrex-dpo" in found["left"]["unknown"]
+    assert "calyrex-dpo-s1 pairs" in found["left"]["unknown"]
+    text = "\n".join(lines(found))
+    assert "no finished record to go by: calyrex-dpo-s1 calyrex-dpo" in text
+
+
 def test_a_run_the_epoch_cap_stopped_while_its_loss_fell_is_not_called_converged(tmp_path):
     """The training table's `last fall` and the words under it: a run whose last evaluation is
     its best, not stopped by patience, was still improving when the cap ended it."""

@@ -14,10 +14,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from .config import StudyConfig
-from .plan import PREVIOUS, SUPERSEDED, due, finished, heldout_dir, heldout_due, previous, runs
+from .plan import (
+    PREVIOUS,
+    SUPERSEDED,
+    SWEEP_RUN,
+    due,
+    finished,
+    heldout_dir,
+    heldout_due,
+    previous,
+    runs,
+    sweep_key,
+)
 
 
 def _checkpoint(where: Path) -> dict[str, Any] | None:
@@ -60,10 +72,7 @@ def _seconds(t: dict[str, Any] | None) -> float:
 def _extra_seconds(out: Path, run: str) -> float:
     """Evaluation work beside the suites that records its seconds: the held-out attack items
     and a DPO run's rewards by kind of pair (records from before they did count 0)."""
-    from .pair_kinds import FILE
-
-    files = (heldout_dir(out, run) / "cases.json", out / "train" / run / FILE)
-    return sum(json.loads(f.read_text()).get("seconds", 0) for f in files if f.is_file())
+    return sum(_seconds_in(f) for f in _beside(out, run).values() if f.is_file())
 
 
 def _eval_seconds(root: Path, run: str, records: list[dict[str, Any] | None]) -> float:
@@ -94,14 +103,111 @@ def set_aside(cfg: StudyConfig, out: Path) -> dict[str, dict[str, float]]:
     return found
 
 
+def _sweep_left(cfg: StudyConfig, out: Path, chosen: dict[str, Any]) -> tuple[float, set[str]]:
+    """Seconds the grids' values not yet run will take, at the median of this objective's
+    finished sweep values (a grid grown past its edge adds more), and the sweeps with none."""
+    took: dict[str, list[float]] = {}
+    for f in (out / "sweep").glob("*/summary.json"):
+        objective = "dpo" if "-dpo-lr" in f.parent.name else "sft"
+        took.setdefault(objective, []).append(json.loads(f.read_text())["seconds"])
+    seconds, unknown = 0.0, set()
+    for key, objective in sorted({(sweep_key(a), a.objective) for a in cfg.arms}):
+        grid = cfg.dpo_lr_grid if objective == "dpo" else cfg.lr_grid
+        todo = [
+            lr
+            for lr in grid
+            if not (
+                out / "sweep" / SWEEP_RUN.format(key=key, lr=f"{lr:g}") / "summary.json"
+            ).is_file()
+        ]
+        if key in chosen or not todo:
+            continue
+        if objective in took:
+            seconds += len(todo) * median(took[objective])
+        else:
+            unknown.add(f"{key} sweep")
+    return seconds, unknown
+
+
+def _median_of(took: dict[tuple[str, str], list[float]], *keys: tuple[str, str]) -> float | None:
+    """The median seconds of the first key with records (a method's runs, then its
+    objective's)."""
+    found = next((took[k] for k in keys if took.get(k)), None)
+    return None if found is None else median(found)
+
+
+def left(cfg: StudyConfig, out: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the study still needs, at the median seconds of the finished records of the same
+    kind in ``out`` (this machine's, loaded as they were): a sweep value per objective, a
+    training run per method and objective (else per objective; past an interrupted run's
+    checkpoint, the rest of its planned steps, though patience may stop it sooner), each suite,
+    the held-out items, a DPO run's rewards by kind. ``unknown`` names work nothing goes by."""
+    arms = {run: arm for run, arm, _ in runs(cfg)}
+    took: dict[tuple[str, str], list[float]] = {}  # (part, what) -> the finished ones' seconds
+    for r in rows:
+        arm, t = arms[r["run"]], r["training"] or {}
+        for one in (t, t.get("first")):
+            if one and "seconds" in one and one.get("state", "finished") == "finished":
+                for what in (sweep_key(arm), arm.objective):
+                    took.setdefault(("train", what), []).append(one["seconds"])
+        for key, seconds in r["suite_seconds"].items():
+            took.setdefault(("eval", key), []).extend([] if seconds is None else [seconds])
+        for part, f in _beside(out, r["run"]).items():
+            took.setdefault(("eval", part), []).extend([_seconds_in(f)] if f.is_file() else [])
+    sweep, unknown = _sweep_left(cfg, out, _chosen(out))
+    spent = {"sweep": sweep, "train": 0.0, "eval": 0.0}
+    for r in rows:
+        arm, t = arms[r["run"]], r["training"]
+        todo = [(("eval", key),) for key, s in r["suite_seconds"].items() if s is None]
+        todo += [(("eval", "heldout"),)] if r["heldout"] is False else []
+        if arm is not None and arm.objective == "dpo":
+            todo += [] if _beside(out, r["run"])["pairs"].is_file() else [(("eval", "pairs"),)]
+        share = 1.0
+        if arm is not None and t["state"] != "finished":
+            if t["state"] == "interrupted" and t["of"]:
+                share = 1 - t["step"] / t["of"]
+            todo.append((("train", sweep_key(arm)), ("train", arm.objective)))
+        for keys in todo:
+            typical = _median_of(took, *keys)
+            if typical is None:
+                unknown.add(f"{r['run']} {keys[0][1]}")
+            else:
+                part = keys[0][0]
+                spent[part] += typical * (share if part == "train" else 1.0)
+    spent["total"] = sum(spent.values())
+    return {"hours": {k: round(v / 3600, 2) for k, v in spent.items()}, "unknown": sorted(unknown)}
+
+
+def _beside(out: Path, run: str) -> dict[str, Path]:
+    """The records of the evaluation work beside a run's suites."""
+    from .pair_kinds import FILE
+
+    return {"heldout": heldout_dir(out, run) / "cases.json", "pairs": out / "train" / run / FILE}
+
+
+def _seconds_in(file: Path) -> float:
+    return json.loads(file.read_text()).get("seconds", 0)
+
+
+def _chosen(out: Path) -> dict[str, Any]:
+    file = out / "sweep" / "chosen.json"
+    return json.loads(file.read_text()) if file.is_file() else {}
+
+
 def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
-    """Every model's training and evaluation state, the sweeps, and the hours spent."""
+    """Every model's training and evaluation state, the sweeps, the hours spent and an estimate
+    of those left (:func:`left`)."""
     rows = []
     for run, arm, seed in runs(cfg):
         first = arm is None or seed == cfg.seeds_of(arm)[0]
-        records = [finished(out, run, s) for s in due(cfg, first)]
+        suites = due(cfg, first)
+        records = [finished(out, run, s) for s in suites]
         done = [r for r in records if r is not None]
         row = {"run": run, "suites": len(records), "evaluated": len(done)}
+        row["suite_seconds"] = {
+            s.key: None if r is None else r.get("seconds", 0)
+            for s, r in zip(suites, records, strict=True)
+        }
         row["eval_seconds"] = _eval_seconds(out, run, records)
         # the held-out attack items: None where not due, else whether they ran
         row["heldout"] = (
@@ -112,8 +218,7 @@ def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         row["training"] = None if arm is None else training(out / "train" / run)
         rows.append(row)
     sweeps = sorted(p.parent.name for p in (out / "sweep").glob("*/summary.json"))
-    chosen_file = out / "sweep" / "chosen.json"
-    chosen = json.loads(chosen_file.read_text()) if chosen_file.is_file() else {}
+    chosen = _chosen(out)
     aside = set_aside(cfg, out)
     train_s = sum(_seconds(r["training"]) for r in rows)
     eval_s = sum(r["eval_seconds"] for r in rows)
@@ -128,6 +233,7 @@ def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
         "seconds": {k: round(v, 1) for k, v in spent.items()},
         "hours": {k: round(v / 3600, 2) for k, v in spent.items()},
         "set_aside_h": {k: round(sum(v.values()) / 3600, 2) for k, v in aside.items()},
+        "left": left(cfg, out, rows),
     }
 
 
@@ -176,4 +282,11 @@ def lines(found: dict[str, Any]) -> list[str]:
     if aside := found.get("set_aside_h"):
         names = ", ".join(f"{name}/ {hours} h" for name, hours in aside.items())
         out.append(f"of which set aside: {names}")
+    h, unknown = found["left"]["hours"], found["left"]["unknown"]
+    out.append(
+        f"left, at the finished records' median seconds: sweep {h['sweep']} h (more if a grid "
+        f"grows past its edge), train {h['train']} h, eval {h['eval']} h, total {h['total']} h"
+    )
+    if unknown:
+        out.append(f"no finished record to go by: {', '.join(unknown)}")
     return out
