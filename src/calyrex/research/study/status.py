@@ -17,7 +17,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from .config import StudyConfig
+from .config import StudyConfig, Suite
 from .plan import (
     PREVIOUS,
     SUPERSEDED,
@@ -69,19 +69,40 @@ def _seconds(t: dict[str, Any] | None) -> float:
     return 0.0 if t is None else t.get("seconds", 0) + t.get("first", {}).get("seconds", 0)
 
 
-def _extra_seconds(out: Path, run: str) -> float:
-    """Evaluation work beside the suites that records its seconds: the held-out attack items
-    and a DPO run's rewards by kind of pair (records from before they did count 0)."""
-    return sum(_seconds_in(f) for f in _beside(out, run).values() if f.is_file())
+def _beside(root: Path, run: str) -> dict[str, Path]:
+    """The records of the evaluation work beside a run's suites: the held-out attack items and a
+    DPO run's rewards by kind of pair."""
+    from .pair_kinds import FILE
+
+    return {"heldout": heldout_dir(root, run) / "cases.json", "pairs": root / "train" / run / FILE}
 
 
-def _eval_seconds(root: Path, run: str, records: list[dict[str, Any] | None]) -> float:
-    """A run's evaluation seconds: its finished suites' ``records`` and the work beside them."""
-    return sum(r.get("seconds", 0) for r in records if r is not None) + _extra_seconds(root, run)
+def _evaluation(root: Path, run: str, suites: list[Suite]) -> dict[str, dict[str, float | None]]:
+    """A run's evaluation seconds, each read once: per suite key (``None``: not finished) and per
+    piece of work beside the suites (``None``: no record; records from before they counted
+    their seconds count 0)."""
+    found = [finished(root, run, s) for s in suites]
+    return {
+        "suites": {
+            s.key: None if r is None else r.get("seconds", 0)
+            for s, r in zip(suites, found, strict=True)
+        },
+        "beside": {
+            part: json.loads(f.read_text()).get("seconds", 0) if f.is_file() else None
+            for part, f in _beside(root, run).items()
+        },
+    }
 
 
-def _sweep_seconds(root: Path) -> float:
-    return sum(json.loads(f.read_text())["seconds"] for f in root.glob("sweep/*/summary.json"))
+def _eval_seconds(evaluation: dict[str, dict[str, float | None]]) -> float:
+    """The seconds :func:`_evaluation` found, summed."""
+    return sum(s for part in evaluation.values() for s in part.values() if s is not None)
+
+
+def _sweeps(root: Path) -> dict[str, float]:
+    """Each finished sweep run's seconds, by its folder name in ``root/sweep``."""
+    found = root.glob("sweep/*/summary.json")
+    return {f.parent.name: json.loads(f.read_text())["seconds"] for f in found}
 
 
 def set_aside(cfg: StudyConfig, out: Path) -> dict[str, dict[str, float]]:
@@ -93,33 +114,25 @@ def set_aside(cfg: StudyConfig, out: Path) -> dict[str, dict[str, float]]:
     for folder in (p for p in folders if p.is_dir()):
         names = {p.name for part in ("train", "eval", "heldout") for p in folder.glob(f"{part}/*")}
         found[str(folder.relative_to(out))] = {
-            "sweep": _sweep_seconds(folder),
+            "sweep": sum(_sweeps(folder).values()),
             "train": sum(_seconds(training(folder / "train" / run)) for run in names),
-            "eval": sum(
-                _eval_seconds(folder, run, [finished(folder, run, s) for s in cfg.suites])
-                for run in names
-            ),
+            "eval": sum(_eval_seconds(_evaluation(folder, run, cfg.suites)) for run in names),
         }
     return found
 
 
-def _sweep_left(cfg: StudyConfig, out: Path, chosen: dict[str, Any]) -> tuple[float, set[str]]:
-    """Seconds the grids' values not yet run will take, at the median of this objective's
+def _sweep_left(
+    cfg: StudyConfig, swept: dict[str, float], chosen: dict[str, Any]
+) -> tuple[float, set[str]]:
+    """Seconds the grids' values not yet ``swept`` will take, at the median of this objective's
     finished sweep values (a grid grown past its edge adds more), and the sweeps with none."""
     took: dict[str, list[float]] = {}
-    for f in (out / "sweep").glob("*/summary.json"):
-        objective = "dpo" if "-dpo-lr" in f.parent.name else "sft"
-        took.setdefault(objective, []).append(json.loads(f.read_text())["seconds"])
+    for name, seconds in swept.items():
+        took.setdefault("dpo" if "-dpo-lr" in name else "sft", []).append(seconds)
     seconds, unknown = 0.0, set()
     for key, objective in sorted({(sweep_key(a), a.objective) for a in cfg.arms}):
         grid = cfg.dpo_lr_grid if objective == "dpo" else cfg.lr_grid
-        todo = [
-            lr
-            for lr in grid
-            if not (
-                out / "sweep" / SWEEP_RUN.format(key=key, lr=f"{lr:g}") / "summary.json"
-            ).is_file()
-        ]
+        todo = [lr for lr in grid if SWEEP_RUN.format(key=key, lr=f"{lr:g}") not in swept]
         if key in chosen or not todo:
             continue
         if objective in took:
@@ -136,9 +149,12 @@ def _median_of(took: dict[tuple[str, str], list[float]], *keys: tuple[str, str])
     return None if found is None else median(found)
 
 
-def left(cfg: StudyConfig, out: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def left(
+    cfg: StudyConfig, rows: list[dict[str, Any]], swept: dict[str, float], chosen: dict[str, Any]
+) -> dict[str, Any]:
     """What the study still needs, at the median seconds of the finished records of the same
-    kind in ``out`` (this machine's, loaded as they were): a sweep value per objective, a
+    kind in the study's folder (this machine's, loaded as they were; ``rows`` from
+    :func:`status`, ``swept`` from :func:`_sweeps`): a sweep value per objective, a
     training run per method and objective (else per objective; past an interrupted run's
     checkpoint, the rest of its planned steps, though patience may stop it sooner), each suite,
     the held-out items, a DPO run's rewards by kind. ``unknown`` names work nothing goes by."""
@@ -150,18 +166,17 @@ def left(cfg: StudyConfig, out: Path, rows: list[dict[str, Any]]) -> dict[str, A
             if one and "seconds" in one and one.get("state", "finished") == "finished":
                 for what in (sweep_key(arm), arm.objective):
                     took.setdefault(("train", what), []).append(one["seconds"])
-        for key, seconds in r["suite_seconds"].items():
-            took.setdefault(("eval", key), []).extend([] if seconds is None else [seconds])
-        for part, f in _beside(out, r["run"]).items():
-            took.setdefault(("eval", part), []).extend([_seconds_in(f)] if f.is_file() else [])
-    sweep, unknown = _sweep_left(cfg, out, _chosen(out))
+        for part in r["evaluation"].values():  # each suite key, "heldout", "pairs"
+            for key, seconds in part.items():
+                took.setdefault(("eval", key), []).extend([] if seconds is None else [seconds])
+    sweep, unknown = _sweep_left(cfg, swept, chosen)
     spent = {"sweep": sweep, "train": 0.0, "eval": 0.0}
     for r in rows:
-        arm, t = arms[r["run"]], r["training"]
-        todo = [(("eval", key),) for key, s in r["suite_seconds"].items() if s is None]
+        arm, t, evaluation = arms[r["run"]], r["training"], r["evaluation"]
+        todo = [(("eval", key),) for key, s in evaluation["suites"].items() if s is None]
         todo += [(("eval", "heldout"),)] if r["heldout"] is False else []
-        if arm is not None and arm.objective == "dpo":
-            todo += [] if _beside(out, r["run"])["pairs"].is_file() else [(("eval", "pairs"),)]
+        if arm is not None and arm.objective == "dpo" and evaluation["beside"]["pairs"] is None:
+            todo.append((("eval", "pairs"),))
         share = 1.0
         if arm is not None and t["state"] != "finished":
             if t["state"] == "interrupted" and t["of"]:
@@ -178,17 +193,6 @@ def left(cfg: StudyConfig, out: Path, rows: list[dict[str, Any]]) -> dict[str, A
     return {"hours": {k: round(v / 3600, 2) for k, v in spent.items()}, "unknown": sorted(unknown)}
 
 
-def _beside(out: Path, run: str) -> dict[str, Path]:
-    """The records of the evaluation work beside a run's suites."""
-    from .pair_kinds import FILE
-
-    return {"heldout": heldout_dir(out, run) / "cases.json", "pairs": out / "train" / run / FILE}
-
-
-def _seconds_in(file: Path) -> float:
-    return json.loads(file.read_text()).get("seconds", 0)
-
-
 def _chosen(out: Path) -> dict[str, Any]:
     file = out / "sweep" / "chosen.json"
     return json.loads(file.read_text()) if file.is_file() else {}
@@ -200,40 +204,33 @@ def status(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     rows = []
     for run, arm, seed in runs(cfg):
         first = arm is None or seed == cfg.seeds_of(arm)[0]
-        suites = due(cfg, first)
-        records = [finished(out, run, s) for s in suites]
-        done = [r for r in records if r is not None]
-        row = {"run": run, "suites": len(records), "evaluated": len(done)}
-        row["suite_seconds"] = {
-            s.key: None if r is None else r.get("seconds", 0)
-            for s, r in zip(suites, records, strict=True)
-        }
-        row["eval_seconds"] = _eval_seconds(out, run, records)
+        evaluation = _evaluation(out, run, due(cfg, first))
+        done = [s for s in evaluation["suites"].values() if s is not None]
+        row = {"run": run, "suites": len(evaluation["suites"]), "evaluated": len(done)}
+        row["evaluation"] = evaluation
+        row["eval_seconds"] = _eval_seconds(evaluation)
         # the held-out attack items: None where not due, else whether they ran
-        row["heldout"] = (
-            (heldout_dir(out, run) / "cases.json").is_file()
-            if heldout_due(cfg, arm, seed)
-            else None
-        )
+        ran = evaluation["beside"]["heldout"] is not None
+        row["heldout"] = ran if heldout_due(cfg, arm, seed) else None
         row["training"] = None if arm is None else training(out / "train" / run)
         rows.append(row)
-    sweeps = sorted(p.parent.name for p in (out / "sweep").glob("*/summary.json"))
+    swept = _sweeps(out)
     chosen = _chosen(out)
     aside = set_aside(cfg, out)
     train_s = sum(_seconds(r["training"]) for r in rows)
     eval_s = sum(r["eval_seconds"] for r in rows)
-    spent = {"sweep": _sweep_seconds(out), "train": train_s, "eval": eval_s}
+    spent = {"sweep": sum(swept.values()), "train": train_s, "eval": eval_s}
     for part in spent:
         spent[part] += sum(seconds[part] for seconds in aside.values())
     spent["total"] = sum(spent.values())
     return {
         "runs": rows,
-        "sweeps": sweeps,
+        "sweeps": sorted(swept),
         "chosen": {k: v["lr"] for k, v in chosen.items()},
         "seconds": {k: round(v, 1) for k, v in spent.items()},
         "hours": {k: round(v / 3600, 2) for k, v in spent.items()},
         "set_aside_h": {k: round(sum(v.values()) / 3600, 2) for k, v in aside.items()},
-        "left": left(cfg, out, rows),
+        "left": left(cfg, rows, swept, chosen),
     }
 
 
