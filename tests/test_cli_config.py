@@ -105,6 +105,9 @@ def test_list_dict_and_union_fields_parse(ran):
     assert cfg.block == {"init_from_host": True}
     assert cli.main(["train", "--model", "m", "--out", "o", "--data", "a.jsonl"]) == 0
     assert ran.pop().data == "a.jsonl"  # one source stays a string, as in a YAML file
+    argv = ["train", "--model", "m", "--out", "o", "--data", "d", "--objective", "dpo"]
+    assert cli.main([*argv, "--loss-type", "sigmoid", "sft", "--loss-weights", "1", "0.5"]) == 0
+    assert (ran[-1].loss_type, ran.pop().loss_weights) == (["sigmoid", "sft"], [1.0, 0.5])
     with pytest.raises(SystemExit):
         cli.main(["train", "--model", "m", "--out", "o", "--data", "d", "--layers", "x"])
 

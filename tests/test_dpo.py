@@ -357,6 +357,79 @@ def test_bad_preference_data_fails_before_compute(backbone, tmp_path, tok):
     assert pool[0]["prompt"][0] == {"role": "system", "content": "POOL PROMPT"}
 
 
+# each loss at the reference point (policy = reference: every log-ratio 0), beta 0.1
+AT_THE_REFERENCE = {
+    ("sigmoid",): math.log(2),
+    ("sigmoid_norm",): math.log(2),
+    ("ipo",): (1 / (2 * 0.1)) ** 2,  # (0 - 1/(2 beta))^2
+    ("hinge",): 1.0,  # relu(1 - 0)
+    ("apo_zero",): 1.0,  # (1 - sigmoid(0)) + sigmoid(0)
+    ("apo_down",): 1.0,  # sigmoid(0) + (1 - sigmoid(0))
+}
+
+
+def _chosen_nll(base_dir, rows):
+    """Next-token loss of the preferred replies under the base, per reply token, from the
+    logits (TRL's ``sft`` term: the mean over every preferred completion token of a batch)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(base_dir).eval()
+    tok = AutoTokenizer.from_pretrained(base_dir)
+    total, count = 0.0, 0
+    for row in rows:
+        ids = torch.tensor([row["prompt_ids"] + row["chosen_ids"]])
+        with torch.no_grad():
+            logp = model(input_ids=ids).logits[0, :-1].float().log_softmax(-1)
+        picked = logp.gather(-1, ids[0, 1:, None])[:, 0]
+        total -= picked[len(row["prompt_ids"]) - 1 :].sum().item()
+        count += len(row["chosen_ids"])
+    assert tok.pad_token is not None  # the rows came from this tokenizer
+    return total / count
+
+
+@pytest.mark.parametrize("losses", [*AT_THE_REFERENCE, ("sigmoid", "sft")], ids="+".join)
+def test_each_dpo_loss_starts_at_its_value_at_the_reference(losses, backbone, tmp_path):
+    """The first step sees policy = reference (a fresh CAL adapter is the base bit for bit), so
+    each TRL loss logs its closed form at log-ratio 0; with ``sft`` (RPO) the preferred replies'
+    next-token loss, computed here from the base's logits, is added at its weight. Every loss
+    then trains (the second step's loss is lower) and the summary records the loss."""
+    base_dir, data = backbone
+    weights = [1.0, 0.5] if "sft" in losses else None
+    out = tmp_path / "o"
+    cfg = _config(base_dir, data, out, precision="fp32", loss_type=list(losses))
+    train(dataclasses.replace(cfg, loss_weights=weights))
+    first, second = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    if "sft" in losses:
+        from transformers import AutoTokenizer
+
+        rows = dpo.encode_pairs(AutoTokenizer.from_pretrained(base_dir), _pairs(), 1024)
+        expected = math.log(2) + 0.5 * _chosen_nll(base_dir, rows)
+    else:
+        expected = AT_THE_REFERENCE[losses]
+    assert first["rewards/margins"] == 0.0
+    assert math.isclose(first["loss"], expected, rel_tol=1e-5)
+    assert second["loss"] < first["loss"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["loss_type"] == list(losses)
+    assert summary["config"]["loss_weights"] == weights
+
+
+def test_loss_options_are_checked_before_compute(tmp_path):
+    def check(**kw):
+        _config("m", "d", tmp_path, **kw).validate()
+
+    with pytest.raises(ValueError, match="are DPO's: add --objective dpo"):
+        check(objective="sft", loss_type=["ipo"])
+    with pytest.raises(ValueError, match=r"\['kto'\]: give one or more distinct DPO losses"):
+        check(loss_type=["kto"])
+    with pytest.raises(ValueError, match="distinct"):
+        check(loss_type=["sigmoid", "sigmoid"])
+    with pytest.raises(ValueError, match="1 loss weights for 2 loss types"):
+        check(loss_type=["sigmoid", "sft"], loss_weights=[1.0])
+    assert _config("m", "d", tmp_path, loss_type="ipo").loss_type == ["ipo"]  # YAML's one value
+    check(loss_type=["sigmoid", "sft"], loss_weights=[1.0, 0.2])
+
+
 @pytest.mark.parametrize("method", ["calyrex", "lora"])
 def test_the_fused_head_scores_only_the_completion_with_the_same_loss_and_gradients(
     method, tok, tmp_path, monkeypatch

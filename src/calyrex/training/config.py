@@ -14,6 +14,9 @@ from ..core.placement import PRESETS
 OBJECTIVES = ("sft", "dpo")
 REFERENCES = ("start", "base")  # DPO's reference model (training.dpo)
 ON_TRUNCATE = ("drop", "error")
+# TRL's DPO losses offered here, each checked at the reference point (tests/test_dpo.py); TRL's
+# others need options calyrex does not pass (robust, exo_pair: label smoothing) or are untested
+DPO_LOSSES = ("sigmoid", "sigmoid_norm", "ipo", "hinge", "apo_zero", "apo_down", "sft")
 
 
 @dataclass
@@ -45,6 +48,15 @@ class TrainConfig:
     """Stop after this many evaluations without a lower validation loss (needs --eval-data)."""
     beta: float = 0.1
     """DPO's beta: how far the policy may move from the reference (--objective dpo)."""
+    loss_type: list[str] = field(
+        default_factory=lambda: ["sigmoid"], metadata={"choices": DPO_LOSSES}
+    )
+    """DPO's loss, TRL's loss_type (--objective dpo): sigmoid (the DPO paper), sigmoid_norm, ipo,
+    hinge, apo_zero, apo_down; several are summed with --loss-weights, and sft adds the
+    preferred replies' next-token loss (RPO: --loss-type sigmoid sft). The validation loss that
+    picks the kept adapter is the same sum."""
+    loss_weights: list[float] | None = None
+    """One weight per --loss-type (default: 1 each)."""
     init_adapter: str | None = None
     """Start from this saved adapter (SFT → DPO); it must be of the same --method."""
     reference: str = field(default="start", metadata={"choices": REFERENCES})
@@ -128,6 +140,7 @@ class TrainConfig:
             raise ValueError(f"objective must be one of {OBJECTIVES}, not {self.objective!r}")
         if self.beta <= 0:
             raise ValueError(f"beta must be positive, not {self.beta}")
+        self._check_losses()
         if self.objective == "dpo" and self.fsdp:
             raise ValueError("objective 'dpo' does not support --fsdp yet; train with DDP")
         if self.patience is not None and (self.patience < 1 or not self.eval_data):
@@ -136,6 +149,25 @@ class TrainConfig:
             raise ValueError(f"eval_steps must be 1 or more, not {self.eval_steps}")
         if self.max_steps <= 0 and self.epochs <= 0:
             raise ValueError("give --max-steps or a positive --epochs")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.loss_type, str):  # YAML's `loss_type: ipo`, as TRL takes it
+            self.loss_type = [self.loss_type]
+
+    def _check_losses(self) -> None:
+        if self.loss_type != ["sigmoid"] or self.loss_weights is not None:
+            if self.objective != "dpo":
+                raise ValueError("--loss-type and --loss-weights are DPO's: add --objective dpo")
+        unknown = [t for t in self.loss_type if t not in DPO_LOSSES]
+        if unknown or not self.loss_type or len(set(self.loss_type)) < len(self.loss_type):
+            raise ValueError(
+                f"loss_type {self.loss_type}: give one or more distinct DPO losses of {DPO_LOSSES}"
+            )
+        if self.loss_weights is not None and len(self.loss_weights) != len(self.loss_type):
+            raise ValueError(
+                f"{len(self.loss_weights)} loss weights for {len(self.loss_type)} loss types "
+                f"{self.loss_type}: give one weight per loss type"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -54,6 +54,7 @@ except ImportError as err:  # an optional dependency: pip install 'calyrex[dpo]'
 
 from ..adapters.methods import accept_system_mask
 from ..span.chat import SystemPromptTruncatedError, encode_one
+from .config import TrainConfig
 from .data import DataError, EncodeStats, read_rows
 from .trainer import AdapterTrainer
 
@@ -270,14 +271,17 @@ def completion_positions_only() -> Iterator[None]:
         yield
 
 
-def preference_args(common: dict[str, Any], beta: float, max_length: int) -> DPOConfig:
-    """TRL's ``DPOConfig`` over the options every objective shares; TRL's own defaults that
-    differ from ``TrainingArguments`` (gradient checkpointing on, ``bf16``) are overridden by
-    ``common`` or here: checkpointing is the model's (``TrainConfig.gradient_checkpointing``)."""
+def preference_args(common: dict[str, Any], cfg: TrainConfig) -> DPOConfig:
+    """TRL's ``DPOConfig`` over the options every objective shares and ``cfg``'s DPO options;
+    TRL's own defaults that differ from ``TrainingArguments`` (gradient checkpointing on,
+    ``bf16``) are overridden by ``common`` or here: checkpointing is the model's
+    (``TrainConfig.gradient_checkpointing``)."""
     return DPOConfig(
         **common,
-        beta=beta,
-        max_length=max_length,
+        beta=cfg.beta,
+        loss_type=list(cfg.loss_type),
+        loss_weights=None if cfg.loss_weights is None else list(cfg.loss_weights),
+        max_length=cfg.max_length,
         truncation_mode="keep_start",
         gradient_checkpointing=False,
         precompute_ref_log_probs=False,

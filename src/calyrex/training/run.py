@@ -134,7 +134,7 @@ def _training_args(cfg: TrainConfig, precision: str, resuming: bool = False) -> 
     if cfg.objective == "dpo":
         from .dpo import preference_args
 
-        return preference_args(common, cfg.beta, cfg.max_length)
+        return preference_args(common, cfg)
     return TrainingArguments(**common)
 
 
