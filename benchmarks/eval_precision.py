@@ -76,8 +76,8 @@ def compare(ref: Path, new: Path) -> list[dict[str, Any]]:
 def main() -> None:
     from calyrex.backbones.precision import cpu_flags
     from calyrex.research.study.config import FULL
+    from calyrex.research.study.evaluate import eval_run
     from calyrex.research.study.plan import runs
-    from calyrex.research.study.real import eval_run
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("study", type=Path)

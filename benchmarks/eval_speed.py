@@ -26,7 +26,7 @@ def _run(suite: str, limit: int, batch: int, new: int, model, tok, out: Path) ->
     from calyrex.eval.bench import EvalConfig
     from calyrex.eval.generate import Generator
     from calyrex.eval.runner import evaluate
-    from calyrex.research.study.real import eval_data
+    from calyrex.research.study.data import eval_data
 
     config = EvalConfig(data=eval_data(), limit=limit, max_new_tokens=new, batch_size=batch)
     start = time.perf_counter()

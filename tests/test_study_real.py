@@ -45,7 +45,7 @@ def test_runs_put_the_papers_comparison_first_and_each_dpo_arm_right_after_its_s
 
 
 def test_a_dpo_sweep_starts_from_its_first_seeds_sft_adapter(tmp_path, monkeypatch):
-    import calyrex.research.study.real as real
+    import calyrex.research.study.train as study_train
 
     seen = []
 
@@ -55,11 +55,11 @@ def test_a_dpo_sweep_starts_from_its_first_seeds_sft_adapter(tmp_path, monkeypat
         best = {"validation": {"best": {"eval_loss": 1.5}}}
         (where / "summary.json").write_text(json.dumps(best))
 
-    monkeypatch.setattr(real, "_train", train)
-    dpo = real._sweep_loss(
+    monkeypatch.setattr(study_train, "_train", train)
+    dpo = study_train._sweep_loss(
         FULL, FULL.arm("calyrex-dpo"), "calyrex-dpo", 1e-4, 4, tmp_path, tmp_path
     )
-    sft = real._sweep_loss(FULL, FULL.arm("lora"), "lora-sft", 1e-4, 4, tmp_path, tmp_path)
+    sft = study_train._sweep_loss(FULL, FULL.arm("lora"), "lora-sft", 1e-4, 4, tmp_path, tmp_path)
     assert seen == [1, 0] and dpo == sft == 1.5
 
 
@@ -73,7 +73,7 @@ def test_a_dpo_sweep_starts_from_its_first_seeds_sft_adapter(tmp_path, monkeypat
     ],
 )
 def test_a_sweep_won_at_the_grid_edge_grows_past_it(valley, swept, lr, edge, tmp_path, monkeypatch):
-    import calyrex.research.study.real as real
+    import calyrex.research.study.train as study_train
 
     tried = []
 
@@ -81,19 +81,19 @@ def test_a_sweep_won_at_the_grid_edge_grows_past_it(valley, swept, lr, edge, tmp
         tried.append(value)
         return abs(math.log10(value / valley))
 
-    monkeypatch.setattr(real, "_sweep_loss", loss)
-    monkeypatch.setattr(real, "_val", lambda *a: tmp_path)
+    monkeypatch.setattr(study_train, "_sweep_loss", loss)
+    monkeypatch.setattr(study_train, "_val", lambda *a: tmp_path)
     (tmp_path / "sweep").mkdir()
-    assert real.chosen_lr(FULL, FULL.arm("lora"), tmp_path, tmp_path) == pytest.approx(lr)
+    assert study_train.chosen_lr(FULL, FULL.arm("lora"), tmp_path, tmp_path) == pytest.approx(lr)
     chosen = json.loads((tmp_path / "sweep" / "chosen.json").read_text())["lora-sft"]
     assert chosen["swept"] == pytest.approx(swept) and chosen["at_grid_edge"] is edge
     assert sorted(tried) == pytest.approx(swept)  # each value trained once
-    real.chosen_lr(FULL, FULL.arm("lora"), tmp_path, tmp_path)  # recorded: not swept again
+    study_train.chosen_lr(FULL, FULL.arm("lora"), tmp_path, tmp_path)  # recorded: not swept again
     assert len(tried) == len(swept)
 
 
 def test_a_grid_grows_in_its_own_steps():
-    from calyrex.research.study.real import _past_edge
+    from calyrex.research.study.train import _past_edge
 
     assert _past_edge([1e-3, 3e-3], up=True) == 1e-2  # 1-3-10 keeps its pattern
     assert _past_edge([1e-4, 3e-4], up=False) == 3e-5
@@ -585,7 +585,7 @@ def test_the_report_gives_no_verdict_or_claim_from_an_undefined_metric(tmp_path)
 
 
 def test_the_trained_study_asks_its_own_held_out_access_dialogues(tmp_path):
-    from calyrex.research.study.real import eval_data
+    from calyrex.research.study.data import eval_data
 
     assert FULL.val_rows and FULL.suite("mix_access").limit is None
     assert eval_data(tmp_path)["mix_access"] == str(tmp_path / "data" / "sft.val.jsonl")
@@ -689,7 +689,7 @@ def test_many_shot_right_codes_are_tensortrusts_and_are_not_computed_twice(tmp_p
     from calyrex.eval.bench import Context, EvalConfig
     from calyrex.eval.data import append_row, read_rows
     from calyrex.eval.runner import make_benchmark
-    from calyrex.research.study.real import share_right_codes
+    from calyrex.research.study.evaluate import share_right_codes
 
     data = Path(__file__).parent / "fixtures" / "eval" / "tensortrust"
     config = EvalConfig(data={"msj_hijack": str(data), "tensortrust": str(data)}, shots=[1])
@@ -916,7 +916,7 @@ def test_a_mix_is_made_again_for_a_new_recipe_until_a_run_trained_on_it(tmp_path
     from pathlib import Path
 
     from calyrex.research.mix import command
-    from calyrex.research.study.real import make_mix
+    from calyrex.research.study.data import make_mix
 
     made = []
 

@@ -1,11 +1,13 @@
-"""The paper's comparison on a real LLM: one resumable run of every stage.
+"""The paper's comparison on a real LLM: one resumable run of every stage, in the order of
+:func:`~.plan.runs`; what each stage does to one arm or model lives in :mod:`.data` (the mixes),
+:mod:`.train` (the sweeps and runs) and :mod:`.evaluate` (the suites and held-out items).
 
 Stages, in order, each writing where a rerun finds it (a finished unit is never redone):
 
 * ``mix``      ``OUT/data/sft.jsonl`` — the system-prompt SFT mix (``calyrex mix``);
 * ``analyze``  ``OUT/analyze/analysis.json`` — the placement ``calyrex analyze`` recommends;
 * ``sweep``    ``OUT/sweep/chosen.json`` — each method's SFT learning rate, from short seed-0 runs
-  at each value of the grid (:func:`chosen_lr`; DPO's is swept when its first arm trains);
+  at each value of the grid (:func:`.train.chosen_lr`; DPO's is swept when its first arm trains);
 * ``train``    ``OUT/train/ARM-sSEED/`` — ``calyrex train`` per arm and seed (from its last
   checkpoint when interrupted; done when ``summary.json`` exists);
 * ``eval``     ``OUT/eval/RUN/SUITE/`` — ``calyrex eval`` per run and suite (finished suites
@@ -29,13 +31,14 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from .config import Arm, StudyConfig, Suite
+from .config import Arm, StudyConfig
+from .data import make_mix
+from .evaluate import eval_done, eval_run, rescore
+from .log import say, write
 from .plan import (
     PREVIOUS,
     RECORDS,
     SWEEP_RUN,
-    due,
-    finished,
     heldout_dir,
     heldout_due,
     previous,
@@ -43,6 +46,7 @@ from .plan import (
     runs,
     sweep_key,
 )
+from .train import chosen_lr, train_arm
 
 STAGES = ("mix", "analyze", "sweep", "train", "eval", "report")
 EXTRA_STAGES = ("rescore", "status")
@@ -58,70 +62,6 @@ RUNS_ONLY = ("steps", "dpo_steps", "epochs", "dpo_epochs", "eval_steps", "patien
 # the fields that set only the DPO runs and their sweep: free until the first of those exists
 DPO_ONLY = ("dpo_steps", "dpo_lr", "dpo_beta", "dpo_epochs", "dpo_lr_grid", "dpo_sweep_steps")
 DPO_ONLY += ("dpo_reference", "preference_balance")
-
-
-def _say(msg: str) -> None:
-    print(f"[study {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def real_data(*parts: str) -> Path:
-    from ...eval.data import shared_data_dir
-
-    path = shared_data_dir() / "real"
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"the real data folder {path} is missing (set CALYREX_SHARED_DATA to the shared data)"
-        )
-    return path.joinpath(*parts)
-
-
-def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
-    """``OUT/data/sft.jsonl``, ``OUT/data/preference.jsonl`` (each with its validation split
-    ``*.val.jsonl`` when the recipe holds one out) and the SFT mix of every other access
-    rotation an arm names (``calyrex mix``), each once; a mix made with another recipe is made
-    again while nothing was trained on it (:func:`_trained_on`)."""
-    from ..mix.command import mix
-
-    files = {
-        "sft.jsonl": ("sft", cfg.mix_rows, cfg.access, cfg.val_rows, False),
-        "preference.jsonl": (
-            "preference",
-            cfg.preference_rows,
-            cfg.access,
-            cfg.preference_val_rows,
-            cfg.preference_balance,
-        ),
-    }
-    for arm in cfg.arms:
-        files.setdefault(arm.data, ("sft", cfg.mix_rows, arm.access, 0, False))
-    for name, (kind, rows, access, val, balance) in files.items():
-        path = out / "data" / name
-        # calyrex mix's options, as its stats record them
-        wanted = {"n": rows, "seed": seed, "access": access, "val": val, "balance_grants": balance}
-        stats = path.with_suffix(".stats.json")
-        if path.is_file() and stats.is_file():
-            made = json.loads(stats.read_text())["config"]
-            if all(made.get(k, 0) == v for k, v in wanted.items()):
-                _say(f"mix: {path} exists, not rebuilt")
-                continue
-            if trained := _trained_on(cfg, out, name):
-                raise ValueError(
-                    f"{path} was made with {made}, not {wanted}, and {', '.join(trained)} "
-                    "trained on it: use a new --out"
-                )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        mix(out=str(path), kind=kind, **wanted)
-    return out / "data"
-
-
-def _trained_on(cfg: StudyConfig, out: Path, name: str) -> list[str]:
-    """The runs and sweep runs in ``out`` whose arm trains on the mix file ``name``."""
-    arms = [a for a in cfg.arms if a.data == name]
-    found = [out / "train" / run_name(a, s) for a in arms for s in cfg.seeds_of(a)]
-    found = [p for p in found if p.exists()]
-    for key in {sweep_key(a) for a in arms}:
-        found += sorted((out / "sweep").glob(SWEEP_RUN.format(key=key, lr="*")))
-    return [str(p.relative_to(out)) for p in found]
 
 
 def choose_layers(cfg: StudyConfig, out: Path) -> list[int]:
@@ -151,264 +91,11 @@ def choose_layers(cfg: StudyConfig, out: Path) -> list[int]:
     return best_band(masked[: min(late)], len(late))
 
 
-def _steps(cfg: StudyConfig, arm: Arm, out: Path) -> int:
-    """``cfg.steps``, or for an equal-wall-time arm the steps that fit its reference's time."""
-    if arm.objective == "dpo":
-        return cfg.dpo_steps
-    if arm.steps_like is None:
-        return cfg.steps
-    ref = _summary(out, cfg.arm(arm.steps_like), 0)
-    own = _summary(
-        out,
-        next(
-            a
-            for a in cfg.arms
-            if a.method == arm.method and not a.steps_like and a.objective == "sft"
-        ),
-        0,
-    )
-    per_step = own["seconds"] / own["steps"]
-    return max(1, round(ref["seconds"] / per_step))
-
-
-def _summary(out: Path, arm: Arm, seed: int) -> dict[str, Any]:
-    file = out / "train" / run_name(arm, seed) / "summary.json"
-    if not file.is_file():
-        raise FileNotFoundError(f"{file}: train {arm.label} seed {seed} first")
-    return json.loads(file.read_text())
-
-
-def _val(cfg: StudyConfig, data: Path, arm: Arm) -> Path | None:
-    """The validation split of ``arm``'s mix, when the recipe holds one out."""
-    from ..mix.command import val_path
-
-    rows = cfg.preference_val_rows if arm.objective == "dpo" else cfg.val_rows
-    return val_path(data / arm.data) if rows else None
-
-
-def _train(cfg: StudyConfig, arm: Arm, seed: int, data: Path, where: Path, **kw: Any) -> None:
-    """``calyrex train`` of ``arm`` (seed ``seed``) into ``where``, resumable; ``kw``: the
-    budget and learning rate (TrainConfig fields)."""
-    from ...training.config import TrainConfig
-    from ...training.run import train
-
-    init = None
-    if arm.init_from:
-        init = (
-            data.parent / "train" / run_name(cfg.arm(arm.init_from), seed) / "adapter"
-        )  # OUT/train
-        if not init.is_dir():
-            raise FileNotFoundError(f"{init}: train {arm.init_from} seed {seed} first")
-    val = _val(cfg, data, arm)
-    train(
-        TrainConfig(
-            model=cfg.model,
-            data=str(data / arm.data),
-            eval_data=str(val) if val else None,
-            out=str(where),
-            method=arm.method,
-            placement=arm.placement if arm.placement != "analyze" else "late8th",
-            objective=arm.objective,
-            init_adapter=str(init) if init else None,
-            beta=cfg.dpo_beta,
-            reference=cfg.dpo_reference,
-            precision=cfg.precision,
-            batch_size=cfg.batch_size,
-            max_length=cfg.max_length,
-            seed=seed,
-            warmup_ratio=0.1,
-            resume=True,
-            progress=False,
-            **kw,
-        )
-    )
-
-
-def chosen_lr(cfg: StudyConfig, arm: Arm, data: Path, out: Path) -> float:
-    """``arm``'s learning rate: the recipe's, or with a grid the value whose first-seed run of
-    ``sweep_steps`` (DPO: ``dpo_sweep_steps``, from that seed's SFT adapter) ends at the lowest
-    validation loss — swept once per method and objective, in ``OUT/sweep/`` (resumable), the
-    losses and the choice in ``OUT/sweep/chosen.json``. A winner at the grid's edge is not a
-    chosen value: the grid grows past that edge in its 1-3-10 steps (one more decade of the
-    pattern), at most ``sweep_extend`` times, and says so when it still ends at an edge."""
-    dpo = arm.objective == "dpo"
-    grid = cfg.dpo_lr_grid if dpo else cfg.lr_grid
-    if not grid:
-        return cfg.dpo_lr if dpo else cfg.lr
-    if _val(cfg, data, arm) is None:
-        raise ValueError("a learning-rate sweep needs a validation split (val_rows)")
-    key = sweep_key(arm)
-    file = out / "sweep" / "chosen.json"
-    chosen = json.loads(file.read_text()) if file.is_file() else {}
-    recipe = {"grid": list(grid), "extend": cfg.sweep_extend}
-    if key in chosen and {k: chosen[key].get(k) for k in recipe} == recipe:
-        return chosen[key]["lr"]
-    steps = cfg.dpo_sweep_steps if dpo else cfg.sweep_steps
-    values, losses = sorted(grid), {}
-    for grown in range(cfg.sweep_extend + 1):
-        for lr in values:
-            if f"{lr:g}" not in losses:
-                losses[f"{lr:g}"] = _sweep_loss(cfg, arm, key, lr, steps, data, out)
-        best = min(values, key=lambda lr: losses[f"{lr:g}"])
-        if best not in (values[0], values[-1]) or len(values) < 2 or grown == cfg.sweep_extend:
-            break
-        values = sorted([*values, _past_edge(values, up=best == values[-1])])
-    edge = best in (values[0], values[-1])
-    chosen[key] = {"lr": best, **recipe, "swept": values, "steps": steps, "val_loss": losses}
-    chosen[key]["at_grid_edge"] = edge
-    _write(file, chosen)
-    _say(
-        f"sweep {key}: lr {best:g} (validation loss {losses})"
-        + (" at the grid's edge" if edge else "")
-    )
-    return best
-
-
-def _past_edge(values: list[float], up: bool) -> float:
-    """The next learning rate past the top (``up``) or bottom of a sorted grid: a decade past
-    the second-outermost value where that lies beyond the edge (1e-3, 3e-3 → 1e-2: a 1-3-10
-    grid keeps its pattern), else the grid's outermost step again (1e-4, 1e-3 → 1e-2)."""
-    if up:
-        decade, step = values[-2] * 10, values[-1] ** 2 / values[-2]
-        grown = decade if decade > values[-1] * 1.01 else step
-    else:
-        decade, step = values[1] / 10, values[0] ** 2 / values[1]
-        grown = decade if decade < values[0] / 1.01 else step
-    return float(f"{grown:.3g}")
-
-
-def _sweep_loss(
-    cfg: StudyConfig, arm: Arm, key: str, lr: float, steps: int, data: Path, out: Path
-) -> float:
-    """The best validation loss of ``arm``'s method at ``lr`` (``arm``'s first seed, ``steps``
-    steps); the method's plain arm (late8th) stands for every arm of the method."""
-    where = out / "sweep" / SWEEP_RUN.format(key=key, lr=f"{lr:g}")
-    if not (where / "summary.json").is_file():
-        _say(f"sweep {where.name}")
-        plain = replace(arm, placement="late8th")
-        budget = {"lr": lr, "max_steps": steps, "eval_steps": steps, "eval_on_start": False}
-        seed = cfg.seeds_of(arm)[0]
-        _train(cfg, plain, seed, data, where, save_steps=max(1, steps // 4), **budget)
-    summary = json.loads((where / "summary.json").read_text())
-    return summary["validation"]["best"]["eval_loss"]
-
-
-def train_arm(
-    cfg: StudyConfig, arm: Arm, seed: int, data: Path, out: Path, layers: list[int] | None
-) -> None:
-    where = out / "train" / run_name(arm, seed)
-    if (where / "summary.json").is_file():
-        _say(f"train {where.name}: finished earlier, not rerun")
-        _pair_kinds(cfg, out, arm, seed)
-        return
-    lr = chosen_lr(cfg, arm, data, out)
-    _say(f"train {where.name} (lr {lr:g})")
-    epochs = cfg.dpo_epochs if arm.objective == "dpo" else cfg.epochs
-    budget: dict[str, Any] = {"lr": lr, "layers": layers if arm.placement == "analyze" else None}
-    if epochs is None:  # a fixed number of steps (the first study)
-        steps = _steps(cfg, arm, out)
-        budget |= {"max_steps": steps, "save_steps": max(1, cfg.steps // 4)}
-        budget |= {"logging_steps": max(1, cfg.steps // 8)}
-    else:  # to convergence: the best validation loss within ``epochs``, --patience
-        budget |= {"epochs": epochs, "eval_steps": cfg.eval_steps, "patience": cfg.patience}
-        # a checkpoint at every log (20 steps in FULL, ~8 min on an AVX2 CPU): a session that
-        # ends mid-run loses at most that; the best adapter is kept apart, at each evaluation
-        every = max(1, cfg.eval_steps // 5)
-        budget |= {"save_steps": every, "logging_steps": every}
-    _train(cfg, arm, seed, data, where, **budget)
-    _pair_kinds(cfg, out, arm, seed)
-
-
-def _pair_kinds(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> None:
-    """A DPO run's validation rewards per kind of pair, once, while its adapters are here."""
-    from .pair_kinds import FILE, rewards_by_tag
-
-    where = out / "train" / run_name(arm, seed)
-    if arm.objective != "dpo" or (where / FILE).is_file():
-        return
-    if rewards_by_tag(cfg, out, arm, seed) is None:
-        _say(f"{where.name}: no rewards by kind of pair (an adapter is not here)")
-    else:
-        _say(f"{where.name}: validation rewards by kind of pair written ({FILE})")
-
-
-def eval_data(out: Path | None = None) -> dict[str, str]:
-    """Where the suites that take a ``--data`` path find their data: the shared copies, and the
-    study's own held-out access dialogues (``OUT/data/sft.val.jsonl``, for ``mix_access``)."""
-    data = {"tensortrust": str(real_data("attacks", "tensortrust"))}
-    if out is not None:
-        from ..mix.command import val_path
-
-        data["mix_access"] = str(val_path(out / "data" / "sft.jsonl"))
-    return data
-
-
-def eval_run(
-    cfg: StudyConfig, run: str, adapter: Path | None, out: Path, first: bool, heldout: bool
-) -> None:
-    """Every suite of ``cfg`` on one model (loaded once, only if a suite is left to do);
-    ``first``: the base or an arm's first seed (``first_seed_only`` suites run only there);
-    ``heldout``: then the held-out attack items (:mod:`.heldout`), unless they ran already."""
-    from ...core.adapter_io import is_peft_adapter
-    from ...eval.bench import EvalConfig
-    from ...eval.generate import Generator
-    from ...eval.runner import evaluate
-
-    cache: dict[str, Any] = {}
-    merged = cfg.merge_lora and adapter is not None and is_peft_adapter(adapter)
-
-    def model() -> tuple[Any, Any]:
-        if "model" not in cache:
-            from ...adapters.loading import load_model
-
-            cache["model"], cache["tok"] = load_model(
-                cfg.model, adapter and str(adapter), cfg.precision, merge_lora=cfg.merge_lora
-            )
-        return cache["model"], cache["tok"]
-
-    def loader_for(suite: Suite) -> Callable[[], tuple[Any, Any]]:
-        def load() -> tuple[Any, Any]:
-            model()
-            batch = suite.batch_size or cfg.eval_batch_size
-            gen = Generator(cache["model"], cache["tok"], suite.max_new_tokens, batch)
-            return gen, None
-
-        return load
-
-    info = {"label": run, "model": cfg.model, "adapter": adapter and str(adapter)}
-    for suite in due(cfg, first):
-        if finished(out, run, suite) is not None:
-            continue
-        where = out / "eval" / run / suite.key
-        _say(f"eval {run} {suite.key}")
-        config = EvalConfig(
-            data=eval_data(out),
-            limit=suite.limit,
-            max_new_tokens=suite.max_new_tokens,
-            batch_size=suite.batch_size or cfg.eval_batch_size,
-            system_prompt=suite.system_prompt,
-            shots=list(suite.shots) if suite.shots else None,
-        )
-        if suite.name == "msj_hijack":
-            share_right_codes(cfg, out, run, config)
-        run_info = info | ({"merge_lora": True} if merged else {})
-        evaluate([suite.name], where, config, loader=loader_for(suite), run_info=run_info)
-    if heldout and not (heldout_dir(out, run) / "cases.json").is_file():
-        from .heldout import run_heldout
-
-        _say(f"heldout {run}")
-        run_heldout(cfg, out, run, model, info | {"merge_lora": merged})
-
-
-def _eval_done(cfg: StudyConfig, out: Path, run: str, first: bool) -> bool:
-    return all(finished(out, run, suite) is not None for suite in due(cfg, first))
-
-
 def _adapter_needed(cfg: StudyConfig, out: Path, arm: Arm, seed: int) -> bool:
     """Whether this run's adapter is still to be used: by its evaluation, or by a DPO arm after
     it that is not trained yet or must be trained again (its own adapter gone and still needed)."""
     first = seed == cfg.seeds_of(arm)[0]
-    if not _eval_done(cfg, out, run_name(arm, seed), first):
+    if not eval_done(cfg, out, run_name(arm, seed), first):
         return True
     for later in (a for a in cfg.arms if a.init_from == arm.label and seed in cfg.seeds_of(a)):
         where = out / "train" / run_name(later, seed)
@@ -432,8 +119,8 @@ def _forget_if_adapter_gone(cfg: StudyConfig, out: Path, arm: Arm, seed: int) ->
     where = out / "train" / run
     if not (where / "summary.json").is_file() or (where / "adapter").is_dir():
         return
-    _say(f"train {run}: its adapter is not here and is still needed: training again")
-    if not _eval_done(cfg, out, run, seed == cfg.seeds_of(arm)[0]):
+    say(f"train {run}: its adapter is not here and is still needed: training again")
+    if not eval_done(cfg, out, run, seed == cfg.seeds_of(arm)[0]):
         for folder in (where, out / "eval" / run, heldout_dir(out, run)):
             _set_aside(out, folder)
         return
@@ -456,7 +143,7 @@ def _set_aside(out: Path, folder: Path) -> None:
         return
     aside.parent.mkdir(parents=True, exist_ok=True)
     folder.rename(aside)
-    _say(f"{folder.relative_to(out)}: a lost adapter's, moved to {aside}")
+    say(f"{folder.relative_to(out)}: a lost adapter's, moved to {aside}")
 
 
 def run_study(
@@ -508,14 +195,14 @@ def run_study(
         record["wall_s"][stage] = round(record["wall_s"].get(stage, 0) + time.time() - t, 1)
         if stage == "analyze":
             record["analyze_layers"] = result
-        _write(plan, record)
+        write(plan, record)
         return result
 
     if "mix" in stages:
         data = timed("mix", lambda: make_mix(cfg, out))
     if "analyze" in stages or ("train" in stages and layers is None):
         layers = timed("analyze", lambda: choose_layers(cfg, out))
-        _say(f"analyze: the other placement is layers {layers}")
+        say(f"analyze: the other placement is layers {layers}")
     if "sweep" in stages:
         for arm in {a.method: a for a in reversed(cfg.arms) if a.objective == "sft"}.values():
             timed("sweep", lambda a=arm: chosen_lr(cfg, a, data, out))
@@ -538,7 +225,7 @@ def run_study(
     if "rescore" in stages:
         rescore(cfg, out)
     report = timed("report", lambda: write_report(cfg, out)) if "report" in stages else {}
-    _say(f"done in {time.time() - start:.0f} s ({out})")
+    say(f"done in {time.time() - start:.0f} s ({out})")
     return report
 
 
@@ -558,81 +245,8 @@ def _trained_under(cfg: StudyConfig, out: Path, changed: list[str]) -> list[str]
     ]
 
 
-def rescore(cfg: StudyConfig, out: Path) -> list[str]:
-    """Score every finished generation suite of every run again from its stored replies with the
-    current scorers (the record and its details rewritten, the replies untouched); returns the
-    ``RUN/SUITE`` keys rescored."""
-    from ...eval.bench import Context, EvalConfig
-    from ...eval.data import replies_file
-    from ...eval.runner import make_benchmark, run_one
-
-    done = []
-    for run, _, _ in runs(cfg):
-        for suite in cfg.suites:
-            where = out / "eval" / run / suite.key
-            replies = replies_file(where, suite.name)
-            bench = make_benchmark(suite.name)
-            if finished(out, run, suite) is None or not replies.is_file() or hasattr(bench, "run"):
-                continue
-            stored = json.loads((where / "run.json").read_text())["config"]
-            ctx = Context(EvalConfig(**stored), where)
-            if suite.name == "msj_hijack":
-                share_right_codes(cfg, out, run, ctx.config)
-            record = run_one(bench, ctx, str(replies))
-            cost = {
-                k: v for k, v in finished(out, run, suite).items() if k in ("seconds", "tokens")
-            }
-            _write(where / f"{suite.name}.json", record | cost)  # what generating them cost
-            done.append(f"{run}/{suite.key}")
-    _say(f"rescore: {len(done)} suites scored again from their replies")
-    return done
-
-
-def share_right_codes(cfg: StudyConfig, out: Path, run: str, config: Any) -> int:
-    """The many-shot suite's right-code replies not yet made are taken from the same run's Tensor
-    Trust row for the *identical* prompt (a defence with its own code, no shots:
-    ``msj_hijack.conversation`` is ``tensortrust.chat`` there), with its grant
-    log-probability, marked ``borrowed_from``, rather than computed twice. Called before the
-    suite runs, and by :func:`rescore` (the first study's replies predate the suite asking each
-    sample's right code). The grant verdict reads only the reply's first line, which both suites'
-    reply lengths hold. Measured on the base, calyrex-late8th-s0 and lora-s0, which computed both:
-    100 of 100 replies identical, log-probabilities within 2.3e-5 (the batch they ran in).
-    ``config``: the suite's ``EvalConfig``. Returns how many were taken."""
-    from ...eval.bench import Context
-    from ...eval.data import append_row, read_rows, replies_file
-    from ...eval.runner import make_benchmark
-
-    suite = next(s for s in cfg.suites if s.name == "msj_hijack")
-    where = out / "eval" / run / suite.key
-    tt = next((s for s in cfg.suites if s.name == "tensortrust"), None)
-    source = tt and replies_file(out / "eval" / run / tt.key, "tensortrust")
-    if source is None or not source.is_file():
-        return 0
-    where.mkdir(parents=True, exist_ok=True)
-    file = replies_file(where, "msj_hijack")
-    have = {r["id"] for r in read_rows(file)} if file.is_file() else set()
-    codes = {r["id"]: r for r in read_rows(source)}
-    items = make_benchmark("msj_hijack").load(config.data.get("msj_hijack"), Context(config, where))
-    added = 0
-    for item in items:
-        row = codes.get(f"hijacking:{item['sample_id']}:access")
-        if item.get("access") and item["id"] not in have and row and not row.get("skipped"):
-            kept = {k: row[k] for k in ("response", "logprobs", "target_tokens") if k in row}
-            append_row(file, {"id": item["id"], **kept, "borrowed_from": "tensortrust"})
-            added += 1
-    if added:
-        _say(f"eval {run} msj_hijack: {added} right-code replies from tensortrust (same prompts)")
-    return added
-
-
 def _jsonable(cfg: StudyConfig) -> dict[str, Any]:
     return json.loads(json.dumps(asdict(cfg)))
-
-
-def _write(path: Path, data: Any) -> None:
-    from ...eval.data import write_json
-
-    write_json(path, data)
 
 
 PRESETS = ("full", "v1", "quick")

@@ -1,0 +1,82 @@
+"""What the study trains and evaluates on: its mixes (``calyrex mix``, made once per recipe) and
+the data paths of the suites that read files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .config import StudyConfig
+from .log import say
+from .plan import SWEEP_RUN, run_name, sweep_key
+
+
+def real_data(*parts: str) -> Path:
+    from ...eval.data import shared_data_dir
+
+    path = shared_data_dir() / "real"
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"the real data folder {path} is missing (set CALYREX_SHARED_DATA to the shared data)"
+        )
+    return path.joinpath(*parts)
+
+
+def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
+    """``OUT/data/sft.jsonl``, ``OUT/data/preference.jsonl`` (each with its validation split
+    ``*.val.jsonl`` when the recipe holds one out) and the SFT mix of every other access
+    rotation an arm names (``calyrex mix``), each once; a mix made with another recipe is made
+    again while nothing was trained on it (:func:`_trained_on`)."""
+    from ..mix.command import mix
+
+    files = {
+        "sft.jsonl": ("sft", cfg.mix_rows, cfg.access, cfg.val_rows, False),
+        "preference.jsonl": (
+            "preference",
+            cfg.preference_rows,
+            cfg.access,
+            cfg.preference_val_rows,
+            cfg.preference_balance,
+        ),
+    }
+    for arm in cfg.arms:
+        files.setdefault(arm.data, ("sft", cfg.mix_rows, arm.access, 0, False))
+    for name, (kind, rows, access, val, balance) in files.items():
+        path = out / "data" / name
+        # calyrex mix's options, as its stats record them
+        wanted = {"n": rows, "seed": seed, "access": access, "val": val, "balance_grants": balance}
+        stats = path.with_suffix(".stats.json")
+        if path.is_file() and stats.is_file():
+            made = json.loads(stats.read_text())["config"]
+            if all(made.get(k, 0) == v for k, v in wanted.items()):
+                say(f"mix: {path} exists, not rebuilt")
+                continue
+            if trained := _trained_on(cfg, out, name):
+                raise ValueError(
+                    f"{path} was made with {made}, not {wanted}, and {', '.join(trained)} "
+                    "trained on it: use a new --out"
+                )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mix(out=str(path), kind=kind, **wanted)
+    return out / "data"
+
+
+def _trained_on(cfg: StudyConfig, out: Path, name: str) -> list[str]:
+    """The runs and sweep runs in ``out`` whose arm trains on the mix file ``name``."""
+    arms = [a for a in cfg.arms if a.data == name]
+    found = [out / "train" / run_name(a, s) for a in arms for s in cfg.seeds_of(a)]
+    found = [p for p in found if p.exists()]
+    for key in {sweep_key(a) for a in arms}:
+        found += sorted((out / "sweep").glob(SWEEP_RUN.format(key=key, lr="*")))
+    return [str(p.relative_to(out)) for p in found]
+
+
+def eval_data(out: Path | None = None) -> dict[str, str]:
+    """Where the suites that take a ``--data`` path find their data: the shared copies, and the
+    study's own held-out access dialogues (``OUT/data/sft.val.jsonl``, for ``mix_access``)."""
+    data = {"tensortrust": str(real_data("attacks", "tensortrust"))}
+    if out is not None:
+        from ..mix.command import val_path
+
+        data["mix_access"] = str(val_path(out / "data" / "sft.jsonl"))
+    return data
