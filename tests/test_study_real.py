@@ -29,7 +29,9 @@ def test_runs_put_the_papers_comparison_first_and_each_dpo_arm_right_after_its_s
     assert len(order) == len(set(order))
     for name, arm, seed in runs(FULL)[1:]:
         if arm.init_from:  # a DPO arm follows the SFT run whose adapter it starts from at once
-            assert order.index(f"{arm.init_from}-s{seed}") == order.index(name) - 1
+            start = order.index(f"{arm.init_from}-s{seed}")  # (or another DPO arm from it)
+            between = order[start + 1 : order.index(name)]
+            assert all(FULL.arm(n.rsplit("-s", 1)[0]).init_from == arm.init_from for n in between)
     firsts = [order.index(f"{a}-s0") for a in ("calyrex-late8th", "lora", "parallel_mlp")]
     assert max(firsts) < min(order.index(n) for n in order if n.endswith("-s1"))
     sft = [n for n, arm, _ in runs(FULL)[1:] if not arm.init_from]
@@ -39,6 +41,7 @@ def test_runs_put_the_papers_comparison_first_and_each_dpo_arm_right_after_its_s
     dpo = [n for n, arm, _ in runs(FULL) if arm and arm.init_from]
     assert dpo == ["calyrex-dpo-s1", "lora-dpo-s1", "parallel_mlp-dpo-s1"] + [
         "calyrex-dpo-s2",
+        "calyrex-rpo-s2",  # RPO once, from the SFT adapter calyrex-dpo-s2 starts from
         "lora-dpo-s2",
     ]
     assert [n for n, arm, _ in runs(QUICK) if arm and arm.init_from][0] == "calyrex-dpo-s0"
@@ -61,6 +64,42 @@ def test_a_dpo_sweep_starts_from_its_first_seeds_sft_adapter(tmp_path, monkeypat
     )
     sft = study_train._sweep_loss(FULL, FULL.arm("lora"), "lora-sft", 1e-4, 4, tmp_path, tmp_path)
     assert seen == [1, 0] and dpo == sft == 1.5
+
+
+def test_the_rpo_arm_trains_with_its_loss_at_the_dpo_sweeps_rate(tmp_path, monkeypatch):
+    """calyrex-rpo's run gets its loss (DPO + the preferred replies' next-token loss) and the
+    rate swept for CALYREX's DPO; a sweep run from it would train plain DPO's loss."""
+    from pathlib import Path
+
+    import calyrex.research.study.train as study_train
+    import calyrex.training.run as training_run
+
+    seen = []
+
+    def train(cfg):  # what calyrex train was given
+        seen.append(cfg)
+        Path(cfg.out).mkdir(parents=True)
+        best = {"validation": {"best": {"eval_loss": 1.5}}}
+        (Path(cfg.out) / "summary.json").write_text(json.dumps(best))
+
+    monkeypatch.setattr(training_run, "train", train)
+    for seed in (1, 2):
+        (tmp_path / "train" / f"calyrex-late8th-s{seed}" / "adapter").mkdir(parents=True)
+    data = tmp_path / "data"
+    rpo, dpo = FULL.arm("calyrex-rpo"), FULL.arm("calyrex-dpo")
+    study_train._train(FULL, rpo, 2, data, tmp_path / "train" / "calyrex-rpo-s2", lr=3e-4)
+    study_train._train(FULL, dpo, 2, data, tmp_path / "train" / "calyrex-dpo-s2", lr=3e-4)
+    study_train._sweep_loss(FULL, rpo, "calyrex-dpo", 1e-4, 4, data, tmp_path)
+    assert [c.loss_type for c in seen] == [["sigmoid", "sft"], ["sigmoid"], ["sigmoid"]]
+    assert {c.init_adapter for c in seen[:2]} == {
+        str(tmp_path / "train" / "calyrex-late8th-s2" / "adapter")
+    }
+    assert seen[2].init_adapter.endswith("calyrex-late8th-s1/adapter")  # the DPO sweep's seed
+    (tmp_path / "sweep").mkdir(exist_ok=True)
+    chosen = {"calyrex-dpo": {"lr": 3e-4, "grid": list(FULL.dpo_lr_grid), "extend": 2}}
+    (tmp_path / "sweep" / "chosen.json").write_text(json.dumps(chosen))
+    monkeypatch.setattr(study_train, "_val", lambda *a: tmp_path)
+    assert study_train.chosen_lr(FULL, rpo, data, tmp_path) == 3e-4
 
 
 @pytest.mark.parametrize(
@@ -383,6 +422,27 @@ def test_a_dpo_gain_pairs_each_dpo_seed_with_the_same_seed_of_its_sft_run(monkey
     assert seen == [(1,), (1, 2), (0, 1)]
 
 
+def test_each_dpo_arm_has_its_own_gain_and_calyrex_vs_lora_takes_the_plain_dpo_arms(
+    monkeypatch, tmp_path
+):
+    """calyrex-dpo and calyrex-rpo start from the same SFT arm: each gets its own gain over it,
+    and "did DPO help CALYREX more than LoRA" compares calyrex-dpo's gain with lora-dpo's."""
+    import calyrex.research.study.report as report
+
+    value = {"base": 0.0, "calyrex-late8th": 1.0, "lora": 2.0, "parallel_mlp": 1.0}
+    value |= {"calyrex-dpo": 4.0, "lora-dpo": 3.0, "calyrex-rpo": 11.0}
+
+    def cell(cfg, out, label, m):
+        v = value.get(label)
+        return None if v is None else {"value": v, "per_seed": [v], "se": 0.01}
+
+    monkeypatch.setattr(report, "_cell", cell)
+    row = next(iter(report.collect(FULL, tmp_path).values()))
+    gains = {arm: g["value"] for arm, g in row["dpo_gain"].items()}
+    assert gains == {"calyrex-dpo": 3.0, "lora-dpo": 1.0, "calyrex-rpo": 10.0}
+    assert row["dpo_calyrex_vs_lora"]["value"] == 2.0  # 3 - 1, not RPO's 10 - 1
+
+
 def test_the_claims_are_worded_from_the_verdicts():
     from calyrex.research.study.markdown import claims, dpo_verdict
 
@@ -524,7 +584,7 @@ def test_an_arm_names_the_mix_it_trains_on():
     # ParallelMLP's one) among them, then the other placement
     order = [name for name, _, _ in runs(FULL)]
     assert order[1:4] == ["calyrex-late8th-s0", "lora-s0", "parallel_mlp-s0"]
-    assert order[-1] == "calyrex-analyze-s0" and len(order) == 1 + 9 + 5 + 1
+    assert order[-1] == "calyrex-analyze-s0" and len(order) == 1 + 9 + 5 + 1 + 1  # + RPO
 
 
 def test_first_seed_only_rows_do_not_count_as_unfinished_seeds():
@@ -823,12 +883,13 @@ def test_status_estimates_what_is_left_from_the_finished_records(tmp_path):
     # sweep: lora-dpo's two values left at the DPO values' median (900 s); parallel_mlp-dpo's
     # three likewise. train: calyrex's median 3,600 s (its runs: 7,200, 3,600 and the first
     # 1,800) for every SFT run left (lora and ParallelMLP have none: SFT's median), three
-    # quarters of it for lora-s0 (at step 124 of 496), DPO's 1,800 for its four runs left.
-    # eval: 100 s a suite (7 runs due 18, 8 runs due 12), 900 s the held-out items of 7 runs,
-    # 300 s rewards by kind of 4 DPO runs.
+    # quarters of it for lora-s0 (at step 124 of 496), DPO's 1,800 for its five runs left
+    # (calyrex-rpo's from CALYREX's DPO sweep: no sweep of its own). eval: 100 s a suite (8 runs
+    # due 18, one-seed calyrex-rpo among them; 8 runs due 12), 900 s the held-out items of 8
+    # runs, 300 s rewards by kind of 5 DPO runs.
     sweep = (2 + 3) * 900
-    train = 0.75 * 3600 + 7 * 3600 + 4 * 1800
-    evaluate = (7 * 18 + 8 * 12) * 100 + 7 * 900 + 4 * 300
+    train = 0.75 * 3600 + 7 * 3600 + 5 * 1800
+    evaluate = (8 * 18 + 8 * 12) * 100 + 8 * 900 + 5 * 300
     assert found["hours"] == {
         "sweep": round(sweep / 3600, 2),
         "train": round(train / 3600, 2),
@@ -887,6 +948,7 @@ def test_the_held_out_items_run_on_the_base_each_arms_chosen_seed_and_one_seed_a
         "lora-dpo-s1",
         "parallel_mlp-dpo-s1",
         "calyrex-analyze-s0",
+        "calyrex-rpo-s2",  # one seed
     }
     assert not any(heldout_due(V1, arm, seed) for _, arm, seed in runs(V1))  # the first study
 

@@ -27,6 +27,7 @@ class Arm:
     objective: str = "sft"  # "dpo": on the preference mix, starting from ``init_from``'s adapter
     init_from: str | None = None  # the arm whose adapter (same seed) this one starts from
     access: str | None = None  # the SFT mix's access rotation; None: the study's (cfg.access)
+    loss_type: tuple[str, ...] = ("sigmoid",)  # a DPO arm's TrainConfig.loss_type (+ "sft": RPO)
 
     @property
     def data(self) -> str:
@@ -236,6 +237,18 @@ ARMS_V2 = (
     Arm("lora-dpo", "lora", objective="dpo", init_from="lora", seeds=(1, 2)),
     Arm("parallel_mlp-dpo", "parallel_mlp", objective="dpo", init_from="parallel_mlp", seeds=(1,)),
     Arm("calyrex-analyze", "calyrex", placement="analyze", seeds=(0,)),
+    # the lever docs/study.md recipe item 5 names for CALYREX's DPO lowering both replies of its
+    # access pairs (likelihood displacement): DPO plus the preferred replies' next-token loss
+    # (RPO, weight 1) at DPO's swept rate, once, on seed 2: right after calyrex-dpo-s2, from the
+    # same SFT adapter, so the two are paired
+    Arm(
+        "calyrex-rpo",
+        "calyrex",
+        objective="dpo",
+        init_from="calyrex-late8th",
+        seeds=(2,),
+        loss_type=("sigmoid", "sft"),
+    ),
 )
 # the trained study with the powered evaluation (issues 37, 38): results/study-real-MODEL-v2.
 # Sizes fit ~24 h of this 2-core CPU (docs/study.md, Budget): the mix is 2,000 rows (the v1
@@ -312,3 +325,6 @@ CHANGES = {
     "calyrex-equal-time": ("CALYREX at LoRA's time", "lora"),
     "calyrex-fewer-granted": ("CALYREX on fewer granted", "lora-fewer-granted"),
 }
+# DPO's gain over its SFT start, CALYREX's against LoRA's: the two plain DPO arms (calyrex-rpo's
+# gain is reported beside them, not in this comparison: LoRA has no RPO arm)
+DPO_PAIR = ("calyrex-dpo", "lora-dpo")

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import BASELINES, CALYREX, CAPABILITY, CHANGES, DESCRIBED, Arm, StudyConfig
+from .config import BASELINES, CALYREX, CAPABILITY, CHANGES, DESCRIBED, DPO_PAIR, Arm, StudyConfig
 from .plan import SWEEP_RUN, finished, first_record, run_name, runs
 
 Z95 = 1.959964
@@ -356,8 +356,8 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
                 k = len(cells[arm.label]["per_seed"])  # its SFT start, over the same seeds
                 sft = _over_seeds(cfg, out, arm.init_from, m, k, like=arm)
                 if sft:
-                    gains[arm.init_from] = _minus(cells[arm.label], sft)
-                    gain = _summary_of(cfg, gains[arm.init_from])
+                    gains[arm.label] = _minus(cells[arm.label], sft)
+                    gain = _summary_of(cfg, gains[arm.label])
                     row["dpo_gain"][arm.label] = {
                         **gain,
                         "verdict": verdict(m, gain, "SFT", ours="DPO"),
@@ -371,8 +371,8 @@ def collect(cfg: StudyConfig, out: Path) -> dict[str, Any]:
                     diff = _difference(cfg, cells[change], ref)
                     verdict_ = verdict(m, diff, other, change)
                     row["change"].setdefault(change, {})[other] = {**diff, "verdict": verdict_}
-        if CALYREX in gains and "lora" in gains:  # did DPO help CALYREX more than LoRA?
-            diff = _difference(cfg, gains[CALYREX], gains["lora"])
+        if DPO_PAIR[0] in gains and DPO_PAIR[1] in gains:  # did DPO help CALYREX more than LoRA?
+            diff = _difference(cfg, gains[DPO_PAIR[0]], gains[DPO_PAIR[1]])
             row["dpo_calyrex_vs_lora"] = {**diff, "verdict": verdict(m, diff, "lora")}
         if row["cells"]:
             table[f"{m.suite}:{m.name}"] = row

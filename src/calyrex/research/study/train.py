@@ -74,6 +74,7 @@ def _train(cfg: StudyConfig, arm: Arm, seed: int, data: Path, where: Path, **kw:
             objective=arm.objective,
             init_adapter=str(init) if init else None,
             beta=cfg.dpo_beta,
+            loss_type=list(arm.loss_type),
             reference=cfg.dpo_reference,
             precision=cfg.precision,
             batch_size=cfg.batch_size,
@@ -143,14 +144,15 @@ def _past_edge(values: list[float], up: bool) -> float:
 def _sweep_loss(
     cfg: StudyConfig, arm: Arm, key: str, lr: float, steps: int, data: Path, out: Path
 ) -> float:
-    """The best validation loss of ``arm``'s method at ``lr`` (``arm``'s first seed, ``steps``
-    steps); the method's plain arm (late8th) stands for every arm of the method."""
+    """The best validation loss of ``arm``'s method at ``lr`` (``steps`` steps, on the first
+    seed of the first arm of sweep ``key``); the method's plain arm (late8th; DPO: its sigmoid
+    loss) stands for every arm of the method and objective."""
     where = out / "sweep" / SWEEP_RUN.format(key=key, lr=f"{lr:g}")
     if not (where / "summary.json").is_file():
         say(f"sweep {where.name}")
-        plain = replace(arm, placement="late8th")
+        plain = replace(arm, placement="late8th", loss_type=Arm.loss_type)
         budget = {"lr": lr, "max_steps": steps, "eval_steps": steps, "eval_on_start": False}
-        seed = cfg.seeds_of(arm)[0]
+        seed = cfg.seeds_of(next(a for a in cfg.arms if sweep_key(a) == key))[0]
         _train(cfg, plain, seed, data, where, save_steps=max(1, steps // 4), **budget)
     summary = json.loads((where / "summary.json").read_text())
     return summary["validation"]["best"]["eval_loss"]
