@@ -388,7 +388,7 @@ def _chosen_nll(base_dir, rows):
 
 
 @pytest.mark.parametrize("losses", [*AT_THE_REFERENCE, ("sigmoid", "sft")], ids="+".join)
-def test_each_dpo_loss_starts_at_its_value_at_the_reference(losses, backbone, tmp_path):
+def test_each_dpo_loss_starts_at_its_value_at_the_reference(losses, backbone, tmp_path, capsys):
     """The first step sees policy = reference (a fresh CAL adapter is the base bit for bit), so
     each TRL loss logs its closed form at log-ratio 0; with ``sft`` (RPO) the preferred replies'
     next-token loss, computed here from the base's logits, is added at its weight. Every loss
@@ -412,6 +412,8 @@ def test_each_dpo_loss_starts_at_its_value_at_the_reference(losses, backbone, tm
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["loss_type"] == list(losses)
     assert summary["config"]["loss_weights"] == weights
+    said = "1 sigmoid + 0.5 sft" if "sft" in losses else f"1 {losses[0]}"
+    assert f"DPO loss {said}  beta 0.1  reference start" in capsys.readouterr().out
 
 
 def test_loss_options_are_checked_before_compute(tmp_path):

@@ -377,6 +377,10 @@ def _print_summary(
         f"data: {stats.kept} {'pairs' if cfg.objective == 'dpo' else 'conversations'} kept, "
         f"skipped {dict(stats.skipped) or 'none'}",
     ]
+    if cfg.objective == "dpo":
+        weights = cfg.loss_weights or [1.0] * len(cfg.loss_type)
+        loss = " + ".join(f"{w:g} {t}" for t, w in zip(cfg.loss_type, weights, strict=True))
+        lines.append(f"DPO loss {loss}  beta {cfg.beta:g}  reference {cfg.reference}")
     if resume:
         lines.append(f"resuming from {resume}")
     print("\n".join(lines), flush=True)
