@@ -48,7 +48,7 @@ STUDY_PAGE = ROOT / "docs" / "study.md"  # every block, in full
 PAGES = {"study-real": [STUDY_PAGE], "study-real-v2": [ROOT / "README.md", STUDY_PAGE]}
 LABELS = ["base", "calyrex-late8th", "calyrex-analyze", "lora", "parallel_mlp", "lora-equal-time"]
 LABELS += ["calyrex-equal-time", "calyrex-fewer-granted", "lora-fewer-granted"]
-LABELS += ["calyrex-dpo", "lora-dpo", "parallel_mlp-dpo", "calyrex-rpo"]
+LABELS += ["calyrex-dpo", "lora-dpo", "parallel_mlp-dpo", "calyrex-rpo", "lora-rpo"]
 
 
 def _filled(lines: list[str]) -> list[str]:

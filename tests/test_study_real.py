@@ -43,6 +43,7 @@ def test_runs_put_the_papers_comparison_first_and_each_dpo_arm_right_after_its_s
         "calyrex-dpo-s2",
         "calyrex-rpo-s2",  # RPO once, from the SFT adapter calyrex-dpo-s2 starts from
         "lora-dpo-s2",
+        "lora-rpo-s2",
     ]
     assert [n for n, arm, _ in runs(QUICK) if arm and arm.init_from][0] == "calyrex-dpo-s0"
 
@@ -430,7 +431,7 @@ def test_each_dpo_arm_has_its_own_gain_and_calyrex_vs_lora_takes_the_plain_dpo_a
     import calyrex.research.study.report as report
 
     value = {"base": 0.0, "calyrex-late8th": 1.0, "lora": 2.0, "parallel_mlp": 1.0}
-    value |= {"calyrex-dpo": 4.0, "lora-dpo": 3.0, "calyrex-rpo": 11.0}
+    value |= {"calyrex-dpo": 4.0, "lora-dpo": 3.0, "calyrex-rpo": 11.0, "lora-rpo": 2.5}
 
     def cell(cfg, out, label, m):
         v = value.get(label)
@@ -439,7 +440,7 @@ def test_each_dpo_arm_has_its_own_gain_and_calyrex_vs_lora_takes_the_plain_dpo_a
     monkeypatch.setattr(report, "_cell", cell)
     row = next(iter(report.collect(FULL, tmp_path).values()))
     gains = {arm: g["value"] for arm, g in row["dpo_gain"].items()}
-    assert gains == {"calyrex-dpo": 3.0, "lora-dpo": 1.0, "calyrex-rpo": 10.0}
+    assert gains == {"calyrex-dpo": 3.0, "lora-dpo": 1.0, "calyrex-rpo": 10.0, "lora-rpo": 0.5}
     assert row["dpo_calyrex_vs_lora"]["value"] == 2.0  # 3 - 1, not RPO's 10 - 1
 
 
@@ -584,7 +585,7 @@ def test_an_arm_names_the_mix_it_trains_on():
     # ParallelMLP's one) among them, then the other placement
     order = [name for name, _, _ in runs(FULL)]
     assert order[1:4] == ["calyrex-late8th-s0", "lora-s0", "parallel_mlp-s0"]
-    assert order[-1] == "calyrex-analyze-s0" and len(order) == 1 + 9 + 5 + 1 + 1  # + RPO
+    assert order[-1] == "calyrex-analyze-s0" and len(order) == 1 + 9 + 5 + 1 + 2  # + RPO
 
 
 def test_first_seed_only_rows_do_not_count_as_unfinished_seeds():
@@ -883,13 +884,13 @@ def test_status_estimates_what_is_left_from_the_finished_records(tmp_path):
     # sweep: lora-dpo's two values left at the DPO values' median (900 s); parallel_mlp-dpo's
     # three likewise. train: calyrex's median 3,600 s (its runs: 7,200, 3,600 and the first
     # 1,800) for every SFT run left (lora and ParallelMLP have none: SFT's median), three
-    # quarters of it for lora-s0 (at step 124 of 496), DPO's 1,800 for its five runs left
-    # (calyrex-rpo's from CALYREX's DPO sweep: no sweep of its own). eval: 100 s a suite (8 runs
-    # due 18, one-seed calyrex-rpo among them; 8 runs due 12), 900 s the held-out items of 8
-    # runs, 300 s rewards by kind of 5 DPO runs.
+    # quarters of it for lora-s0 (at step 124 of 496), DPO's 1,800 for its six runs left (the
+    # two RPO runs among them: no sweep of their own). eval: 100 s a suite (9 runs due 18, the
+    # one-seed RPO arms among them; 8 runs due 12), 900 s the held-out items of 9 runs, 300 s
+    # rewards by kind of 6 DPO runs.
     sweep = (2 + 3) * 900
-    train = 0.75 * 3600 + 7 * 3600 + 5 * 1800
-    evaluate = (8 * 18 + 8 * 12) * 100 + 8 * 900 + 5 * 300
+    train = 0.75 * 3600 + 7 * 3600 + 6 * 1800
+    evaluate = (9 * 18 + 8 * 12) * 100 + 9 * 900 + 6 * 300
     assert found["hours"] == {
         "sweep": round(sweep / 3600, 2),
         "train": round(train / 3600, 2),
@@ -949,6 +950,7 @@ def test_the_held_out_items_run_on_the_base_each_arms_chosen_seed_and_one_seed_a
         "parallel_mlp-dpo-s1",
         "calyrex-analyze-s0",
         "calyrex-rpo-s2",  # one seed
+        "lora-rpo-s2",
     }
     assert not any(heldout_due(V1, arm, seed) for _, arm, seed in runs(V1))  # the first study
 

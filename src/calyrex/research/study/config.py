@@ -237,17 +237,13 @@ ARMS_V2 = (
     Arm("lora-dpo", "lora", objective="dpo", init_from="lora", seeds=(1, 2)),
     Arm("parallel_mlp-dpo", "parallel_mlp", objective="dpo", init_from="parallel_mlp", seeds=(1,)),
     Arm("calyrex-analyze", "calyrex", placement="analyze", seeds=(0,)),
-    # the lever docs/study.md recipe item 5 names for CALYREX's DPO lowering both replies of its
-    # access pairs (likelihood displacement): DPO plus the preferred replies' next-token loss
-    # (RPO, weight 1) at DPO's swept rate, once, on seed 2: right after calyrex-dpo-s2, from the
-    # same SFT adapter, so the two are paired
-    Arm(
-        "calyrex-rpo",
-        "calyrex",
-        objective="dpo",
-        init_from="calyrex-late8th",
-        seeds=(2,),
-        loss_type=("sigmoid", "sft"),
+    # the lever docs/study.md recipe item 5 names for DPO lowering both replies of the access
+    # pairs (likelihood displacement; CALYREX's and LoRA's DPO both end refusing the right code):
+    # DPO plus the preferred replies' next-token loss (RPO, weight 1) at each method's DPO rate,
+    # once, on seed 2: right after that seed's DPO run, from the same SFT adapter (paired)
+    *(
+        Arm(f"{m}-rpo", m, objective="dpo", init_from=sft, seeds=(2,), loss_type=("sigmoid", "sft"))
+        for m, sft in (("calyrex", "calyrex-late8th"), ("lora", "lora"))
     ),
 )
 # the trained study with the powered evaluation (issues 37, 38): results/study-real-MODEL-v2.
@@ -288,7 +284,9 @@ FULL = replace(
 QUICK = replace(
     FULL,
     arms=tuple(
-        replace(a, seeds=a.seeds and (0,)) for a in FULL.arms if a.label != "parallel_mlp-dpo"
+        replace(a, seeds=a.seeds and (0,))
+        for a in FULL.arms
+        if a.label not in ("parallel_mlp-dpo", "lora-rpo")
     ),
     mix_rows=48,
     preference_rows=16,
@@ -325,6 +323,6 @@ CHANGES = {
     "calyrex-equal-time": ("CALYREX at LoRA's time", "lora"),
     "calyrex-fewer-granted": ("CALYREX on fewer granted", "lora-fewer-granted"),
 }
-# DPO's gain over its SFT start, CALYREX's against LoRA's: the two plain DPO arms (calyrex-rpo's
-# gain is reported beside them, not in this comparison: LoRA has no RPO arm)
+# DPO's gain over its SFT start, CALYREX's against LoRA's: the two plain DPO arms (the RPO arms'
+# gains, one seed each, are reported beside them)
 DPO_PAIR = ("calyrex-dpo", "lora-dpo")
