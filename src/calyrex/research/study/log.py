@@ -9,6 +9,7 @@ from typing import Any
 
 
 def say(msg: str) -> None:
+    """``[study HH:MM:SS] msg``, flushed at once (a log read while the study runs is current)."""
     print(f"[study {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
