@@ -494,7 +494,7 @@ def test_the_claims_are_worded_from_the_verdicts():
     assert dpo_verdict(report) == ""  # no DPO rows: nothing said
     report["metrics"]["struq:asr"]["dpo_calyrex_vs_lora"] = {"verdict": "CALYREX better"}
     assert (
-        "helped CALYREX more than LoRA on: StruQ; less on: none; no difference shown on 0 of 1"
+        "better for CALYREX on: StruQ; better for LoRA on: none; no difference shown on 0 of 1"
         in dpo_verdict(report)
     )
 
@@ -617,7 +617,7 @@ def test_the_report_gives_no_verdict_or_claim_from_an_undefined_metric(tmp_path)
         V1,
         arms=(Arm("calyrex-late8th", "calyrex"), Arm("lora", "lora")),
         seeds=(0,),
-        suites=(Suite("tensortrust", 2),),
+        suites=(Suite("tensortrust", 2), Suite("sep", 2)),
     )
     records = {  # (validity, HRR over valid defences, old rate, holds)
         "base": (0.0, None, 1.0, 0.0),
@@ -630,7 +630,19 @@ def test_the_report_gives_no_verdict_or_claim_from_an_undefined_metric(tmp_path)
         record = {"suite": "tensortrust", "status": "ok", "metrics": metrics}
         (tmp_path / "eval" / run / "tensortrust").mkdir(parents=True)
         write_json(tmp_path / "eval" / run / "tensortrust" / "tensortrust.json", record)
+    sep = {  # (probe executed in the instruction, separation over the rows executed there)
+        "calyrex-late8th-s0": (0.06, 1.0),  # SEP's own rule rates 12 rows; the study's does not
+        "lora-s0": (0.14, 0.87),
+    }
+    for run, (system, separation) in sep.items():
+        metrics = {"probe_executed_system": system, "separation": separation}
+        record = {"suite": "sep", "status": "ok", "metrics": metrics}
+        (tmp_path / "eval" / run / "sep").mkdir(parents=True)
+        write_json(tmp_path / "eval" / run / "sep" / "sep.json", record)
     table = collect(cfg, tmp_path)
+    separation = table["sep:separation"]["cells"]
+    assert "probe_executed_system 6 % < 10 %" in separation["calyrex-late8th"]["undefined"]
+    assert separation["lora"]["value"] == 0.87 and not table["sep:separation"]["differences"]
     hrr = table["tensortrust:HRR"]
     assert hrr["cells"]["base"]["undefined"] == "undefined: nothing to rate"
     assert "hijacking_validity 5 % < 10 %" in hrr["cells"]["calyrex-late8th"]["undefined"]

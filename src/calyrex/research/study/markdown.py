@@ -433,7 +433,8 @@ def _forgetting(rows: dict[str, Any]) -> str:
 
 
 def dpo_verdict(report: dict[str, Any]) -> str:
-    """Whether preference training helped CALYREX more than LoRA, in words (issue 28)."""
+    """What preference training did to CALYREX against what it did to LoRA, in words (issue 28):
+    the difference of the two changes from their SFT starts, either of which may be a loss."""
     rows = [r for r in report["metrics"].values() if "dpo_calyrex_vs_lora" in r]
     if not rows:
         return ""
@@ -441,11 +442,12 @@ def dpo_verdict(report: dict[str, Any]) -> str:
     for r in rows:
         by[r["dpo_calyrex_vs_lora"]["verdict"]].append(r["title"])
     return (
-        "Preference training (SFT → DPO) on this model helped CALYREX more than LoRA on: "
-        f"{', '.join(by['CALYREX better']) or 'none'}; less on: "
+        "Preference training (SFT → DPO) on this model, CALYREX's change from its SFT start "
+        "against LoRA's (CALYREX's minus LoRA's, paired over items, 95 % interval; either change "
+        "may be a loss, the DPO table in docs/study.md gives each): better for CALYREX on: "
+        f"{', '.join(by['CALYREX better']) or 'none'}; better for LoRA on: "
         f"{', '.join(by['lora better']) or 'none'}; no difference shown on "
-        f"{len(by['no difference resolved'])} of {len(rows)} metrics (CALYREX's DPO gain minus "
-        "LoRA's, paired over items, 95 % interval)."
+        f"{len(by['no difference resolved'])} of {len(rows)} metrics."
     )
 
 

@@ -85,7 +85,9 @@ GENERATION = (
         higher_is_better=False,
         needs="probe_executed_system",
     ),
-    Metric("sep", "separation", "SEP separation score"),
+    # SEP's own rule (10 rows executed in the instruction) would rate a model that executes 6 %
+    # of probes there: the study's one rule for playing the game applies (lora-dpo-s1: 12 of 200)
+    Metric("sep", "separation", "SEP separation score", needs="probe_executed_system"),
     Metric("mix_access", "granted_right_code", "Held-out access dialogues: right code granted"),
     Metric(
         "mix_access",
