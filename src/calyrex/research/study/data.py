@@ -11,17 +11,6 @@ from .log import say
 from .plan import SWEEP_RUN, run_name, sweep_key
 
 
-def real_data(*parts: str) -> Path:
-    from ...eval.data import shared_data_dir
-
-    path = shared_data_dir() / "real"
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"the real data folder {path} is missing (set CALYREX_SHARED_DATA to the shared data)"
-        )
-    return path.joinpath(*parts)
-
-
 def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
     """``OUT/data/sft.jsonl``, ``OUT/data/preference.jsonl`` (each with its validation split
     ``*.val.jsonl`` when the recipe holds one out) and the SFT mix of every other access
@@ -74,7 +63,9 @@ def _trained_on(cfg: StudyConfig, out: Path, name: str) -> list[str]:
 def eval_data(out: Path | None = None) -> dict[str, str]:
     """Where the suites that take a ``--data`` path find their data: the shared copies, and the
     study's own held-out access dialogues (``OUT/data/sft.val.jsonl``, for ``mix_access``)."""
-    data = {"tensortrust": str(real_data("attacks", "tensortrust"))}
+    from ..mix.sources import real_dir
+
+    data = {"tensortrust": str(real_dir() / "attacks" / "tensortrust")}
     if out is not None:
         from ..mix.command import val_path
 
