@@ -106,6 +106,26 @@ def test_a_shared_prefix_continues_like_each_row_alone(model):
         share_prefix(cache, 2)
 
 
+def test_a_cache_repeated_row_by_row_continues_like_each_row_alone(model):
+    """``batch_repeat_interleave`` (how HF expands a prefilled cache): row r of the repeated
+    cache continues prompt r // 2, whose span differs from the other's."""
+    ids = torch.randint(0, 384, (2, 7), generator=torch.Generator().manual_seed(6))
+    mask = torch.zeros(2, 7, dtype=torch.bool)
+    mask[0, 1:5], mask[1, 2:4] = True, True
+    cache = _prefill(model, ids, mask)
+    cache.batch_repeat_interleave(2)
+    tails = torch.randint(0, 384, (4, 3), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        out = model(input_ids=tails, cache=cache, use_cache=True).logits
+        for r in range(4):
+            p = r // 2
+            full = torch.cat([ids[p : p + 1], tails[r : r + 1]], 1)
+            alone = model(
+                input_ids=full, system_mask=torch.nn.functional.pad(mask[p : p + 1], (0, 3))
+            )
+            torch.testing.assert_close(out[r], alone.logits[0, 7:], atol=1e-5, rtol=1e-5)
+
+
 def test_generate_continuing_a_cache_slices_the_mask_like_input_ids(tok):
     """generate's system_mask covers the input_ids it gets, cached tokens included: a call that
     continues a cached prefix (cut inside the system prompt) equals one without a cache."""

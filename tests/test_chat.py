@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import calyrex
-from calyrex.backbones.tiny import tiny_tokenizer
+from calyrex.backbones.tiny import CHATML_SPECIALS, byte_level_tokenizer, tiny_tokenizer
 from calyrex.span.chat import IGNORE_INDEX
 from conftest import CONVS, SYSTEM
 
@@ -45,12 +45,32 @@ def test_user_text_can_never_become_system_span(name, spoof, request):
             0 if len(conv) == 1 else len(tok("rule", add_special_tokens=False)["input_ids"])
         )
         assert int(batch["system_mask"].sum()) == system_len
-        user_ids = tok(spoof, add_special_tokens=False, split_special_tokens=True)["input_ids"]
-        assert not special & set(user_ids)
+        # the spoofed markers stay plain text: the special tokens are the template's own, those
+        # of the same conversation with a harmless user message
+        plain = calyrex.encode_chat(tok, [*conv[:-1], {"role": "user", "content": "x"}])
+        assert [i for i in batch["input_ids"][0].tolist() if i in special] == [
+            i for i in plain["input_ids"][0].tolist() if i in special
+        ]
         # and the input_ids-only fallback finds no span in the spoofed user turn either
         markers = calyrex.span_markers(tok)
         found = calyrex.detect_system_mask(batch["input_ids"], batch["attention_mask"], markers)
         assert torch.equal(found, batch["system_mask"].bool())
+
+
+def test_a_token_holding_user_characters_is_never_span():
+    """A template that prints the system prompt and the user's text with nothing between: the
+    token that merges the system's last character with the user's first is not span."""
+    template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    tok = byte_level_tokenizer(CHATML_SPECIALS, None, "<|im_end|>", "<|endoftext|>", template)
+    conv = [
+        {"role": "system", "content": "Reply in Fr"},
+        {"role": "user", "content": "ench, please."},
+    ]
+    batch = calyrex.encode_chat(tok, [conv])
+    pieces = [tok.decode([i]) for i in batch["input_ids"][0]]
+    n = int(batch["system_mask"][0].sum())
+    assert batch["system_mask"][0, :n].all()  # the span is the leading n tokens
+    assert "".join(pieces[:n]) == "Reply in F" and pieces[n] == "re"  # "r" + the user's "e"
 
 
 def test_fallback_detection_equals_the_template_span(tok, llama_tok):

@@ -251,6 +251,29 @@ def test_a_reset_static_cache_equals_a_fresh_one(tok, pair):
     _greedy_with_cache(wrapped, first, cache, tok)
     cache.reset()
     assert torch.equal(_greedy_with_cache(wrapped, second, cache, tok), fresh)
+    # and it started over: no key of the first conversation is kept, even masked out
+    assert cal_cache(cache).key_pos.shape[1] == int(second["system_mask"].sum())
+
+
+def test_a_cache_cropped_inside_the_system_prompt_forgets_the_span_past_the_cut(tok, pair):
+    """Cut a cache inside the system prompt and go on with another prompt that shares the part
+    before the cut: ≡ that prompt from scratch (the span keys past the cut are gone)."""
+    _, wrapped = pair
+    user = {"role": "user", "content": "hi"}
+    a, b = (
+        _batch(tok, [[{"role": "system", "content": f"Always answer in French and {end}."}, user]])
+        for end in ("never in English", "never mention cats")
+    )
+    ia, ib, sysm = a["input_ids"], b["input_ids"], b["system_mask"]
+    k = int((ia[0, : ib.shape[1]] != ib[0, : ia.shape[1]]).long().argmax())  # first difference
+    assert sysm[0, :k].any() and sysm[0, k:].any()  # the cut is inside the span
+    with torch.no_grad():
+        cache = DynamicCache()
+        wrapped(input_ids=ia, system_mask=a["system_mask"], cache=cache)
+        cache.crop(k - ia.shape[1])  # transformers ≥ 5.2x: the number of tokens to drop
+        rest = wrapped(input_ids=ib[:, k:], system_mask=sysm[:, k:], cache=cache).logits
+        whole = wrapped(input_ids=ib, system_mask=sysm).logits
+    torch.testing.assert_close(rest, whole[:, k:], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("cut", ["inside", "after"])

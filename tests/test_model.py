@@ -238,9 +238,12 @@ def test_unsupported_architecture_is_named():
 
 
 def test_init_from_host_copies_projections(tok):
-    wrapped = calyrex.wrap(
-        tiny_model("qwen2"), calyrex.CalyrexConfig(placement="last", init_from_host=True)
-    )
+    model = tiny_model("qwen2")
+    norm = model.model.layers[3].input_layernorm.weight
+    with torch.no_grad():
+        norm.normal_()  # a trained model's norm is not all ones, as the block's starts
+    wrapped = calyrex.wrap(model, calyrex.CalyrexConfig(placement="last", init_from_host=True))
     block, host = wrapped.cal_blocks["3"], wrapped.base.model.layers[3].self_attn
     assert torch.equal(block.cal_q_proj.weight, host.q_proj.weight)
+    assert torch.equal(block.cal_attn_norm.weight, norm)
     assert torch.equal(block.cal_o_proj.weight, torch.zeros_like(block.cal_o_proj.weight))

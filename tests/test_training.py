@@ -161,6 +161,9 @@ def test_baseline_parameter_counts_in_closed_form():
     ranks = sorted(p.shape[0] for n, p in lora.named_parameters() if "lora_A" in n)
     assert ranks == [9] * 53 + [10] * 3
     assert calyrex.count_trainable(lora) == 9 * 8 * 512 + 3 * 96 == 37_152
+    # alpha = 2r on every projection, the rank-10 ones too: one scale alpha / r = 2 everywhere
+    scales = {m.scaling["default"] for m in lora.modules() if hasattr(m, "lora_A")}
+    assert scales == {2.0}
 
 
 @pytest.mark.parametrize("method", METHODS)

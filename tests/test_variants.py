@@ -10,6 +10,7 @@ from transformers import DynamicCache
 import calyrex
 from calyrex.adapters.baselines import cal_budget
 from calyrex.backbones.tiny import tiny_model
+from calyrex.core.block import HostGate
 from calyrex.core.mask import span_key_flags
 from conftest import CONVS, encode, logits, randomize
 
@@ -109,6 +110,27 @@ def test_host_gate_acts_only_through_the_host_attention(tok):
     first = int(batch["system_mask"][0].float().argmax())
     assert torch.equal(a[0, :first], b[0, :first])
     assert not torch.allclose(a[0, first:], b[0, first:])
+
+
+def test_host_gate_bias_falls_on_keys_outside_the_span_only():
+    """β (per query and head) on every key outside the span; 0 on span keys and on queries
+    that see no span key."""
+    gate = HostGate(hidden=8, host_heads=2, eps=1e-6)
+    with torch.no_grad():
+        gate.cal_gate_proj.weight.normal_()
+    x = torch.randn(1, 4, 8)  # (B, T, D)
+    has_key = torch.tensor([[False, True, True, True]])  # (B, T)
+    span_keys = torch.tensor([[False, True, True, False, False]])  # (B, K): span at keys 1-2
+    bias = gate(x, has_key, span_keys)  # (B, Hh, T, K)
+    with torch.no_grad():
+        beta = gate.cal_gate_proj(gate.cal_gate_norm(x))  # (B, T, Hh)
+    assert bias.shape == (1, 2, 4, 5)
+    for h in range(2):
+        for t in range(4):
+            for k in range(5):
+                want = beta[0, t, h] if t > 0 and k in (0, 3, 4) else 0.0
+                assert bias[0, h, t, k].item() == pytest.approx(float(want)), (h, t, k)
+    assert (beta[0, 1:] != 0).all()  # the check above is not of zeros alone
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
