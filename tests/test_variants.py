@@ -115,10 +115,11 @@ def test_host_gate_acts_only_through_the_host_attention(tok):
 def test_host_gate_bias_falls_on_keys_outside_the_span_only():
     """β (per query and head) on every key outside the span; 0 on span keys and on queries
     that see no span key."""
+    gen = torch.Generator().manual_seed(0)
     gate = HostGate(hidden=8, host_heads=2, eps=1e-6)
     with torch.no_grad():
-        gate.cal_gate_proj.weight.normal_()
-    x = torch.randn(1, 4, 8)  # (B, T, D)
+        gate.cal_gate_proj.weight.normal_(generator=gen)
+    x = torch.randn(1, 4, 8, generator=gen)  # (B, T, D)
     has_key = torch.tensor([[False, True, True, True]])  # (B, T)
     span_keys = torch.tensor([[False, True, True, False, False]])  # (B, K): span at keys 1-2
     bias = gate(x, has_key, span_keys)  # (B, Hh, T, K)
