@@ -4,7 +4,17 @@ from pathlib import Path
 
 import pytest
 
-from calyrex.eval.intervals import mean, over_seeds, proportion, value, wilson
+from calyrex.eval.intervals import (
+    column,
+    interval,
+    mean,
+    over_seeds,
+    paired,
+    proportion,
+    t_interval,
+    value,
+    wilson,
+)
 from calyrex.research.ruleworld.readme import claims, separated
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,6 +32,20 @@ def test_bootstrap_mean_is_seeded_and_brackets_the_mean():
     values = [0.0, 0.25, 0.5, 1.0, 1.0, 0.75, 0.5, 0.0]
     a, b = mean(values), mean(values)
     assert a == b and a["n"] == 8 and a["ci95"][0] < a["rate"] < a["ci95"][1]
+
+
+def test_item_statistics_in_closed_form():
+    # a column is the mean of its groups' means, not of the pooled items
+    assert column({"a": ("g1", 1.0), "b": ("g2", 0.0), "c": ("g2", 0.0), "d": ("g2", 0.0)}) == 0.5
+    # paired differences: a − b item by item, on the items both scored
+    a, b = {"x": ("g", 1.0), "y": ("g", 0.5)}, {"x": ("g", 0.25), "z": ("g", 0.0)}
+    assert paired(a, b) == {"x": ("g", 0.75)}
+    # Student's t over seeds: sd over k − 1, t at k − 1 degrees of freedom (12.706 for 2 seeds)
+    m, half = t_interval([0.0, 1.0])
+    assert m == 0.5 and half == pytest.approx(12.706 * 0.5**0.5 / 2**0.5)
+    # the bootstrap's 95 % interval of a 0/1 mean is about the normal one (p = 0.5, n = 400)
+    lo, hi = interval({f"{i:03d}": ("all", float(i % 2)) for i in range(400)}, resamples=2000)
+    assert hi - lo == pytest.approx(2 * 1.959964 * (0.25 / 400) ** 0.5, rel=0.1)
 
 
 def test_over_seeds_gives_mean_spread_and_t_interval():

@@ -407,6 +407,11 @@ def test_a_gain_minus_a_gain_is_paired_item_by_item():
         {"value": 0.5, "per_seed": [0.5], "se": 0.03}, {"value": 0.4, "per_seed": [0.4], "se": 0.04}
     )
     assert no_items["se"] == pytest.approx(0.05) and "items" not in no_items
+    # without items: value ± 1.96 se; with items: each item's gain is its own dpo − sft
+    assert _difference(QUICK, no_items, {"value": 0.0, "per_seed": [0.0], "se": 0.0})[
+        "ci95"
+    ] == pytest.approx([0.1 - 1.959964 * 0.05, 0.1 + 1.959964 * 0.05])
+    assert [v for _, v in cal_gain["items"].values()] == [1.0, 1.0, 0.0, 0.0]
 
 
 def test_a_dpo_gain_pairs_each_dpo_seed_with_the_same_seed_of_its_sft_run(monkeypatch, tmp_path):

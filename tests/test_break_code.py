@@ -1,4 +1,4 @@
-"""scripts/break_core.py, the core broken on purpose: every break still applies to today's code
+"""scripts/break_code.py, the core broken on purpose: every break still applies to today's code
 (its text occurs exactly once), names test files that exist, was caught by at least one test in
 the committed record, and docs/testing.md's table is that record."""
 
@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1]
-SCRIPT = ROOT / "scripts" / "break_core.py"
-RECORD = ROOT / "results" / "breaks" / "core.jsonl"
+SCRIPT = ROOT / "scripts" / "break_code.py"
+RECORD = ROOT / "results" / "breaks" / "code.jsonl"
 
 
 @pytest.fixture(scope="module")
 def script():
     sys.path.insert(0, str(SCRIPT.parent))  # the script imports its neighbour doc_blocks
     try:
-        spec = importlib.util.spec_from_file_location("break_core", SCRIPT)
+        spec = importlib.util.spec_from_file_location("break_code", SCRIPT)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module

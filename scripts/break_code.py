@@ -1,17 +1,18 @@
-"""Break the core on purpose, one break at a time, and count the tests that fail.
+"""Break the code on purpose, one break at a time, and count the tests that fail.
 
-Each break replaces one line (or expression) of the span, mask, block, cache, adapter-file or
-baseline code with a plausible bug; the guarding test files run on the broken copy; the break is
-reverted. A break no test catches is a hole in the tests (docs/testing.md, "Broken on purpose").
+Each break replaces one line (or expression) of the span, mask, block, cache, adapter-file,
+baseline or statistics code with a plausible bug; the guarding test files run on the broken
+copy; the break is reverted. A break no test catches is a hole in the tests (docs/testing.md,
+"Broken on purpose").
 
     git worktree add --detach /tmp/scratch HEAD
-    python scripts/break_core.py --tree /tmp/scratch --out results/breaks/core.jsonl [NAME …]
-    python scripts/break_core.py --table results/breaks/core.jsonl [--check]
+    python scripts/break_code.py --tree /tmp/scratch --out results/breaks/code.jsonl [NAME …]
+    python scripts/break_code.py --table results/breaks/code.jsonl [--check]
 
 ``--tree`` is a scratch checkout (the breaks are written into it and reverted, one at a time);
 the tests run with this interpreter and the tree's ``src`` first on ``PYTHONPATH``. ``--out`` is
 appended to and resumed from (a break already recorded is skipped); ``NAME`` runs the breaks
-whose description contains it. ``--table`` rewrites docs/testing.md's ``core-breaks`` block from
+whose description contains it. ``--table`` rewrites docs/testing.md's ``code-breaks`` block from
 the record; ``--check`` changes nothing and exits 1 when the block is stale.
 """
 
@@ -46,6 +47,12 @@ MASK, BLOCK, CACHE = "core/mask.py", "core/block.py", "core/cal_cache.py"
 NAMES, IO, LAYER = "core/names.py", "core/adapter_io.py", "core/layer.py"
 CHAT, MARKERS, POLICY_PY = "span/chat.py", "span/markers.py", "span/policy.py"
 BASELINES = "adapters/baselines.py"
+STATS = [
+    *(f"tests/test_{n}.py" for n in ("intervals_over_seeds", "eval_report", "study_real")),
+    *(f"tests/test_{n}.py" for n in ("eval_cases", "continuous_scores", "scorers")),
+    *("-k", "not quick"),
+]
+INTERVALS, REPORT = "eval/intervals.py", "research/study/report.py"
 # (what the break does, file under src/calyrex, the text it replaces, the bug, the tests run)
 BREAKS: list[tuple[str, str, str, str, list[str]]] = [
     ("mask: span keys visible to every query (no causal order inside the span)", MASK, "    return causal & key_valid[:, None, :]", "    return torch.ones_like(causal) & key_valid[:, None, :]", CORE),
@@ -87,6 +94,21 @@ BREAKS: list[tuple[str, str, str, str, list[str]]] = [
     ("baselines: LoRA rank pattern gives no extra rank", BASELINES, "pattern[f\"^{name.replace('.', '[.]')}$\"] = rank + 1", "pattern[f\"^{name.replace('.', '[.]')}$\"] = rank", COUNTS),
     ("baselines: ParallelMLP width solved with 2·D·W", BASELINES, "width = max(1, round((per_block - hidden) / (3 * hidden)))", "width = max(1, round((per_block - hidden) / (2 * hidden)))", COUNTS),
     ("baselines: LoRA's extra-rank modules keep alpha 2r (alpha_pattern empty)", BASELINES, "alpha_pattern={k: 2 * v for k, v in pattern.items()},", "alpha_pattern={},", COUNTS),
+    ("intervals: Wilson's interval with z for z² in its n² term", INTERVALS, "z * z / (4 * n * n)", "z / (4 * n * n)", STATS),
+    ("intervals: a proportion's interval at z = 1 (68 %)", INTERVALS, "    lo, hi = wilson(k, n)", "    lo, hi = wilson(k, n, z=1.0)", STATS),
+    ("intervals: the bootstrap's tails cut at 90 %", INTERVALS, "tail = (1 - level) / 2 * 100", "tail = (1 - level) * 100", STATS),
+    ("intervals: the bootstrap never resamples (every draw the items as they are)", INTERVALS, "{g: v[rng.integers(0, len(v), len(v))] for g, v in groups.items()}", "{g: v for g, v in groups.items()}", STATS),
+    ("intervals: a column pools its items instead of averaging its group means", INTERVALS, "return float(np.mean([v.mean() for v in groups.values()]))", "return float(np.mean(np.concatenate(list(groups.values()))))", STATS),
+    ("intervals: paired differences taken b − a", INTERVALS, "return {k: (a[k][0], a[k][1] - b[k][1]) for k in common if a[k][0] == b[k][0]}", "return {k: (a[k][0], b[k][1] - a[k][1]) for k in common if a[k][0] == b[k][0]}", STATS),
+    ("intervals: the seeds' sd divided by k, not k - 1", INTERVALS, "    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (k - 1))", "    sd = math.sqrt(sum((v - m) ** 2 for v in values) / k)", STATS),
+    ("intervals: Student's t read at k degrees of freedom, not k - 1", INTERVALS, "return m, T95.get(k - 1, Z95) * sd / math.sqrt(k)", "return m, T95.get(k, Z95) * sd / math.sqrt(k)", STATS),
+    ("intervals: over seeds, the t-interval alone (the examples' own interval dropped)", INTERVALS, "    lo = min(m - half, sum(e[\"ci95\"][0] for e in entries) / k)", "    lo = m - half", STATS),
+    ("intervals: two intervals separated when their lower ends are", INTERVALS, 'if a["ci95"][0] > b["ci95"][1]:', 'if a["ci95"][0] > b["ci95"][0]:', STATS),
+    ("report: a verdict ignores whether lower is better", REPORT, "better = (lo > 0) == m.higher_is_better", "better = lo > 0", STATS),
+    ("report: a verdict from an interval that holds 0", REPORT, "if math.isnan(lo) or lo <= 0 <= hi:", "if math.isnan(lo):", STATS),
+    ("report: a verdict from a metric undefined for a model (not playing the game)", REPORT, 'cells = {k: v for k, v in shown.items() if v and "undefined" not in v}', "cells = {k: v for k, v in shown.items() if v}", STATS),
+    ("report: a difference's se from one side only", REPORT, 'cell["se"] = math.sqrt(a.get("se", math.nan) ** 2 + b.get("se", math.nan) ** 2)', 'cell["se"] = a.get("se", math.nan)', STATS),
+    ("report: a difference's interval ±1 se (not ±1.96)", REPORT, 'diff["ci95"] = [diff["value"] - Z95 * se, diff["value"] + Z95 * se]', 'diff["ci95"] = [diff["value"] - se, diff["value"] + se]', STATS),
 ]  # fmt: skip
 
 
@@ -148,7 +170,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="run only the breaks whose description holds one")
     parser.add_argument("--tree", type=Path, help="a scratch checkout to break")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "breaks" / "core.jsonl")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "breaks" / "code.jsonl")
     parser.add_argument("--table", type=Path, help="write docs/testing.md's block from this record")
     parser.add_argument("--check", action="store_true", help="with --table: exit 1 when stale")
     args = parser.parse_args()
@@ -156,10 +178,10 @@ def main() -> int:
         records = [json.loads(line) for line in args.table.read_text().splitlines()]
         order = {b[0]: i for i, b in enumerate(BREAKS)}
         records.sort(key=lambda r: order[r["break"]])
-        block = f"<!-- BEGIN core-breaks -->\n{table(records)}\n<!-- END core-breaks -->"
+        block = f"<!-- BEGIN code-breaks -->\n{table(records)}\n<!-- END code-breaks -->"
         page = ROOT / "docs" / "testing.md"
         return rewrite(
-            {(page, "core-breaks"): block}, ROOT, args.check, "scripts/break_core.py --table"
+            {(page, "code-breaks"): block}, ROOT, args.check, "scripts/break_code.py --table"
         )
     if args.tree is None:
         parser.error("give --tree (a scratch checkout) or --table")
