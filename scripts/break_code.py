@@ -157,7 +157,8 @@ def run(tree: Path, out: Path, only: list[str]) -> None:
 
 
 def _files(record: dict) -> str:
-    return "the core's files" if record["tests"] == " ".join(CORE) else f"`{record['tests']}`"
+    named = {" ".join(CORE): "the core's files", " ".join(STATS): "the statistics' files"}
+    return named.get(record["tests"], f"`{record['tests']}`")
 
 
 def table(records: list[dict]) -> str:
@@ -185,6 +186,8 @@ def main() -> int:
         )
     if args.tree is None:
         parser.error("give --tree (a scratch checkout) or --table")
+    if args.tree.resolve() == ROOT:
+        parser.error("--tree must be a scratch checkout, not this one (breaks are written into it)")
     run(args.tree.resolve(), args.out, args.names)
     return 0
 
