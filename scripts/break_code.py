@@ -1,7 +1,7 @@
 """Break the code on purpose, one break at a time, and count the tests that fail.
 
 Each break replaces one line (or expression) of the span, mask, block, cache, adapter-file,
-baseline or statistics code with a plausible bug; the guarding test files run on the broken
+baseline, training-config or statistics code with a plausible bug; the guarding test files run on the broken
 copy; the break is reverted. A break no test catches is a hole in the tests (docs/testing.md,
 "Broken on purpose").
 
@@ -53,6 +53,11 @@ STATS = [
     *("-k", "not quick"),
 ]
 INTERVALS, REPORT = "eval/intervals.py", "research/study/report.py"
+CHECKS = [
+    *("tests/test_training.py", "tests/test_cli_config.py", "tests/test_dpo.py", "-k"),
+    "bad or refus or checked or invalid or unknown or error or config",
+]
+TRAIN_CONFIG = "training/config.py"
 # (what the break does, file under src/calyrex, the text it replaces, the bug, the tests run)
 BREAKS: list[tuple[str, str, str, str, list[str]]] = [
     ("mask: span keys visible to every query (no causal order inside the span)", MASK, "    return causal & key_valid[:, None, :]", "    return torch.ones_like(causal) & key_valid[:, None, :]", CORE),
@@ -109,6 +114,16 @@ BREAKS: list[tuple[str, str, str, str, list[str]]] = [
     ("report: a verdict from a metric undefined for a model (not playing the game)", REPORT, 'cells = {k: v for k, v in shown.items() if v and "undefined" not in v}', "cells = {k: v for k, v in shown.items() if v}", STATS),
     ("report: a difference's se from one side only", REPORT, 'cell["se"] = math.sqrt(a.get("se", math.nan) ** 2 + b.get("se", math.nan) ** 2)', 'cell["se"] = a.get("se", math.nan)', STATS),
     ("report: a difference's interval ±1 se (not ±1.96)", REPORT, 'diff["ci95"] = [diff["value"] - Z95 * se, diff["value"] + Z95 * se]', 'diff["ci95"] = [diff["value"] - se, diff["value"] + se]', STATS),
+    ("train config: a precision not of the choices accepted", TRAIN_CONFIG, "        if self.precision not in PRECISIONS:", "        if False:", CHECKS),
+    ("train config: an on_truncate not of the choices accepted", TRAIN_CONFIG, "        if self.on_truncate not in ON_TRUNCATE:", "        if False:", CHECKS),
+    ("train config: an objective not of the choices accepted", TRAIN_CONFIG, "        if self.objective not in OBJECTIVES:", "        if False:", CHECKS),
+    ("train config: a DPO reference not of the choices accepted (taken as the base)", TRAIN_CONFIG, "        if self.reference not in REFERENCES:", "        if False:", CHECKS),
+    ("train config: beta 0 or below accepted", TRAIN_CONFIG, "        if self.beta <= 0:", "        if False:", CHECKS),
+    ("train config: DPO under FSDP accepted", TRAIN_CONFIG, '        if self.objective == "dpo" and self.fsdp:', "        if False:", CHECKS),
+    ("train config: --patience without --eval-data accepted", TRAIN_CONFIG, "        if self.patience is not None and (self.patience < 1 or not self.eval_data):", "        if False:", CHECKS),
+    ("train config: eval_steps 0 accepted", TRAIN_CONFIG, "        if self.eval_steps < 1:", "        if False:", CHECKS),
+    ("train config: neither max_steps nor epochs accepted", TRAIN_CONFIG, "        if self.max_steps <= 0 and self.epochs <= 0:", "        if False:", CHECKS),
+    ("train config: unknown YAML options accepted", TRAIN_CONFIG, "        if unknown:\n", "        if False:\n", CHECKS),
 ]  # fmt: skip
 
 
@@ -158,6 +173,7 @@ def run(tree: Path, out: Path, only: list[str]) -> None:
 
 def _files(record: dict) -> str:
     named = {" ".join(CORE): "the core's files", " ".join(STATS): "the statistics' files"}
+    named[" ".join(CHECKS)] = "the config checks' tests"
     return named.get(record["tests"], f"`{record['tests']}`")
 
 

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -492,6 +493,39 @@ def test_bad_inputs_fail_before_compute(backbone, tmp_path, tok):
     with pytest.raises(calyrex.ChatTemplateError, match="no chat template"):
         run(model=str(notemplate))
     assert not (tmp_path / "o" / "adapter").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"precision": "fp8"}, "precision must be one of ('auto', 'fp32', 'bf16', 'fp16')"),
+        ({"on_truncate": "cut"}, "on_truncate must be 'drop' or 'error', not 'cut'"),
+        ({"objective": "ppo"}, "objective must be one of ('sft', 'dpo'), not 'ppo'"),
+        ({"reference": "bsae"}, "reference must be one of ('start', 'base'), not 'bsae'"),
+        ({"beta": 0.0}, "beta must be positive, not 0.0"),
+        ({"objective": "dpo", "fsdp": True}, "objective 'dpo' does not support --fsdp"),
+        ({"patience": 2}, "--patience needs --eval-data"),
+        ({"patience": 0, "eval_data": "v.jsonl"}, "--patience needs --eval-data and a value of 1"),
+        ({"eval_steps": 0}, "eval_steps must be 1 or more, not 0"),
+        ({"max_steps": 0, "epochs": 0}, "give --max-steps or a positive --epochs"),
+    ],
+)
+def test_options_that_cannot_work_are_refused_by_name(options, message):
+    """Every check of ``TrainConfig.validate`` (what ``train`` runs before any compute), each
+    reached from the library and YAML as well as the command line."""
+    config = TrainConfig(model="m", data="d.jsonl", out="o", **options)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        config.validate()
+    TrainConfig(model="m", data="d.jsonl", out="o").validate()  # the defaults pass
+
+
+def test_a_yaml_config_with_an_unknown_option_is_refused(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("model: m\nlr: 0.001\nlearnin-rate: 3\n")
+    with pytest.raises(ValueError, match=re.escape("unknown options ['learnin_rate']")):
+        TrainConfig.from_yaml(path)
+    path.write_text("model: m\ndata: d.jsonl\nout: o\nlr: 0.001\n")
+    assert TrainConfig.from_yaml(path).lr == 0.001
 
 
 def test_skip_invalid_counts_instead_of_failing(tmp_path, tok):

@@ -138,6 +138,8 @@ class TrainConfig:
             raise ValueError(f"on_truncate must be 'drop' or 'error', not {self.on_truncate!r}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, not {self.objective!r}")
+        if self.reference not in REFERENCES:
+            raise ValueError(f"reference must be one of {REFERENCES}, not {self.reference!r}")
         if self.beta <= 0:
             raise ValueError(f"beta must be positive, not {self.beta}")
         self._check_losses()
