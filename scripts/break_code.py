@@ -155,12 +155,13 @@ def break_once(tree: Path, name: str, file: str, old: str, new: str, tests: list
     }
 
 
+def read_records(path: Path) -> list[dict]:
+    """The records of ``path`` (one JSON object a line), in the order they were written."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
 def run(tree: Path, out: Path, only: list[str]) -> None:
-    done = (
-        {json.loads(line)["break"] for line in out.read_text().splitlines()}
-        if out.exists()
-        else set()
-    )
+    done = {r["break"] for r in read_records(out)} if out.exists() else set()
     out.parent.mkdir(parents=True, exist_ok=True)
     for name, *rest in BREAKS:
         if name in done or (only and not any(o in name for o in only)):
@@ -192,7 +193,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="with --table: exit 1 when stale")
     args = parser.parse_args()
     if args.table:
-        records = [json.loads(line) for line in args.table.read_text().splitlines()]
+        records = read_records(args.table)
         order = {b[0]: i for i, b in enumerate(BREAKS)}
         records.sort(key=lambda r: order[r["break"]])
         block = f"<!-- BEGIN code-breaks -->\n{table(records)}\n<!-- END code-breaks -->"
