@@ -1,9 +1,10 @@
 """Break the code on purpose, one break at a time, and count the tests that fail.
 
 Each break replaces one line (or expression) of the span, mask, block, cache, adapter-file,
-baseline, training-config or statistics code with a plausible bug; the guarding test files run on the broken
-copy; the break is reverted. A break no test catches is a hole in the tests (docs/testing.md,
-"Broken on purpose").
+baseline, training-config, statistics, command-line or vLLM-plugin code with a plausible bug;
+the guarding test files run on the broken copy; the break is reverted (also when the run is
+stopped: SIGTERM, Ctrl-C), and a tree whose ``src`` differs from its commit is refused. A break
+no test catches is a hole in the tests (docs/testing.md, "Broken on purpose").
 
     git worktree add --detach /tmp/scratch HEAD
     python scripts/break_code.py --tree /tmp/scratch --out results/breaks/code.jsonl [NAME …]
@@ -22,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -58,6 +60,12 @@ CHECKS = [
     "bad or refus or checked or invalid or unknown or error or config",
 ]
 TRAIN_CONFIG = "training/config.py"
+CLI = [
+    *(f"tests/test_{n}.py" for n in ("cli_config", "chat_cli", "serve_cli", "layering")),
+    *("tests/test_adapter_contract.py", "tests/test_study_real.py", "-k", "not quick"),
+]
+CLI_INIT, FIELDS = "cli/__init__.py", "cli/fields.py"
+COMMAND, CHAT_CLI = "cli/command.py", "cli/chat.py"
 # (what the break does, file under src/calyrex, the text it replaces, the bug, the tests run)
 BREAKS: list[tuple[str, str, str, str, list[str]]] = [
     ("mask: span keys visible to every query (no causal order inside the span)", MASK, "    return causal & key_valid[:, None, :]", "    return torch.ones_like(causal) & key_valid[:, None, :]", CORE),
@@ -124,6 +132,47 @@ BREAKS: list[tuple[str, str, str, str, list[str]]] = [
     ("train config: eval_steps 0 accepted", TRAIN_CONFIG, "        if self.eval_steps < 1:", "        if False:", CHECKS),
     ("train config: neither max_steps nor epochs accepted", TRAIN_CONFIG, "        if self.max_steps <= 0 and self.epochs <= 0:", "        if False:", CHECKS),
     ("train config: unknown YAML options accepted", TRAIN_CONFIG, "        if unknown:\n", "        if False:\n", CHECKS),
+    ("cli: a positional-only parameter made a flag", CLI_INIT, "        if param.kind is inspect.Parameter.POSITIONAL_ONLY:\n            parser.add_argument(param.name, help=what, **kw)", "        if False:\n            parser.add_argument(param.name, help=what, **kw)", CLI),
+    ("cli: a parameter without default is an optional flag", CLI_INIT, "parser.add_argument(flag, required=True, help=what, **kw)", "parser.add_argument(flag, required=False, help=what, **kw)", CLI),
+    ("cli: a parameter's own default dropped", CLI_INIT, "parser.add_argument(flag, default=param.default, help=what, **kw)", "parser.add_argument(flag, help=what, **kw)", CLI),
+    ("cli: a missing file escapes as a traceback (not exit 2)", CLI_INIT, "except (ValueError, FileNotFoundError) as err:", "except ValueError as err:", CLI),
+    ("cli: a refused value exits 1 (not 2)", CLI_INIT, "        return 2\n    return int(result)", "        return 1\n    return int(result)", CLI),
+    ("cli: a command's exit status dropped (always 0)", CLI_INIT, "return int(result) if isinstance(result, int) else 0", "return 0", CLI),
+    ("cli: the research wing missing from --help", CLI_INIT, "research = [n for n in table if n not in COMMANDS]", "research = []", CLI),
+    ("cli: the research wing's commands dropped from the table", CLI_INIT, "return {**COMMANDS, **plugins.table(plugins.COMMANDS)}", "return dict(COMMANDS)", CLI),
+    ("cli: positional arguments not passed to the command", CLI_INIT, "result = fn(*positional, **args)", "result = fn(**args)", CLI),
+    ("fields: a flag shared by two dataclasses goes to the last (not the first)", FIELDS, "owner = {f.name: i for i, c in reversed(list(enumerate(configs))) for f in flag_fields(c)}", "owner = {f.name: i for i, c in enumerate(configs) for f in flag_fields(c)}", CLI),
+    ("fields: an unknown option passed over silently", FIELDS, "            raise TypeError(f\"unexpected option {key!r}\")", "            continue", CLI),
+    ("fields: a base class's field docs override the subclass's", FIELDS, "for klass in reversed(cls.__mro__[:-1]):", "for klass in cls.__mro__[:-1]:", CLI),
+    ("fields: an Args: entry's continuation lines dropped", FIELDS, "            docs[name] += \" \" + line.strip()", "            pass", CLI),
+    ("fields: Args: entries read at any indent", FIELDS, "if len(line) - len(line.lstrip()) == 4 and colon and head.isidentifier():", "if colon and head.isidentifier():", CLI),
+    ("fields: a ~role keeps its whole dotted path", FIELDS, "ROLE.sub(lambda m: m[2].rsplit(\".\", 1)[-1] if m[1] else m[2], text)", "ROLE.sub(lambda m: m[2], text)", CLI),
+    ("fields: ``literal`` quotes left in help", FIELDS, "    return LITERAL.sub(r\"\\1\", text)", "    return text", CLI),
+    ("fields: % in help not escaped", FIELDS, "    return text.replace(\"%\", \"%%\")", "    return text", CLI),
+    ("fields: the default not appended to help", FIELDS, "        text = f\"{text} (default: {shown})\" if text else f\"default: {shown}\"", "        text = text", CLI),
+    ("fields: the Args: block kept in the description", FIELDS, "\"\\n\".join(lines[: lines.index(\"Args:\")]).rstrip() if \"Args:\" in lines else doc", "doc", CLI),
+    ("fields: a summary cut at \"e.g.\"", FIELDS, "(?<!\\be\\.g)(?<!\\bi\\.e)", "(?<!\\bi\\.e)", CLI),
+    ("fields: a bool default shown as True/False", FIELDS, "        return \"on\" if value else \"off\"", "        return str(value)", CLI),
+    ("fields: a JSON flag takes a list", FIELDS, "    if not isinstance(value, dict):\n        raise argparse.ArgumentTypeError", "    if False:\n        raise argparse.ArgumentTypeError", CLI),
+    ("fields: Literal choices not enforced", FIELDS, "return {\"type\": type(values[0]), \"choices\": values}", "return {\"type\": type(values[0])}", CLI),
+    ("fields: X | list[X] given one value stays a list", FIELDS, "convert = lambda v: v[0] if len(v) == 1 else v  # noqa: E731", "convert = lambda v: v  # noqa: E731", CLI),
+    ("fields: a bool is --x only (no --no-x)", FIELDS, "        return {\"action\": argparse.BooleanOptionalAction}", "        return {\"action\": \"store_true\"}", CLI),
+    ("fields: a tuple flag stored as a list", FIELDS, "return {**_scalar(args[0]), \"nargs\": nargs, \"action\": _Convert, \"convert\": tuple}", "return {**_scalar(args[0]), \"nargs\": nargs}", CLI),
+    ("fields: a list flag not repeatable (the last one wins)", FIELDS, "    if kw.get(\"nargs\") == \"+\" and \"action\" not in kw and default is None:", "    if False:", CLI),
+    ("fields: a registry's choices not enforced", FIELDS, "            kw[\"choices\"] = list(f.metadata[\"choices\"])", "            pass", CLI),
+    ("fields: a field without default is an optional flag", FIELDS, "        if default is dataclasses.MISSING and required:", "        if False:", CLI),
+    ("fields: flags not given passed with their defaults (a --config file loses)", FIELDS, "group.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, help=text, **kw)", "group.add_argument(flag, dest=f.name, default=None if default is dataclasses.MISSING else default, help=text, **kw)", CLI),
+    ("fields: a preset's values not shown as defaults", FIELDS, "default = _default(f) if config is cls else getattr(config, f.name)", "default = _default(f)", CLI),
+    ("fields: a cli=False field made a flag", FIELDS, "if f.init and f.metadata.get(\"cli\") is not False]", "if f.init]", CLI),
+    ("fields: a parameter named like a field not refused", FIELDS, "            raise TypeError(f\"{f.name!r} is both a parameter and a {cls.__name__} field\")", "            continue", CLI),
+    ("fields: a field's metadata nargs/metavar ignored", FIELDS, "        kw.update({k: f.metadata[k] for k in (\"nargs\", \"metavar\") if k in f.metadata})", "        pass", CLI),
+    ("fields: HF metadata help ignored", FIELDS, "return field_docs(_class(config)).get(f.name) or f.metadata.get(\"help\", \"\")", "return field_docs(_class(config)).get(f.name) or \"\"", CLI),
+    ("fields: a non-dataclass accepted by options_from", FIELDS, "        if not dataclasses.is_dataclass(config):\n            raise TypeError", "        if False:\n            raise TypeError", CLI),
+    ("inspect: the parameter count summed over names, not tensors", COMMAND, "sum(t.numel() for t in state.values())", "len(state)", CLI),
+    ("placements: the layers printed for a fixed 28-layer model", COMMAND, "layers = placement_layers(name, num_layers)", "layers = placement_layers(name, 28)", CLI),
+    ("chat: /reset drops the system prompt", CHAT_CLI, "conversation = conversation[:1] if system else []", "conversation = []", CLI),
+    ("chat: the reply not kept in the history", CHAT_CLI, "        conversation.append({\"role\": \"assistant\", \"content\": answer})\n", "", CLI),
+    ("chat: the reply decoded with the prompt", CHAT_CLI, "tok.decode(out[0, batch[\"input_ids\"].shape[1] :], skip_special_tokens=True)", "tok.decode(out[0], skip_special_tokens=True)", CLI),
 ]  # fmt: skip
 
 
@@ -160,7 +209,16 @@ def read_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(f"stopped by signal {signum}")  # so the break in hand is reverted
+
+
 def run(tree: Path, out: Path, only: list[str]) -> None:
+    dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--", "src"],
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    if dirty:
+        raise SystemExit(f"{tree}/src differs from its commit (a break left behind?):\n{dirty}")
+    signal.signal(signal.SIGTERM, _stop)
     done = {r["break"] for r in read_records(out)} if out.exists() else set()
     out.parent.mkdir(parents=True, exist_ok=True)
     for name, *rest in BREAKS:
@@ -175,6 +233,7 @@ def run(tree: Path, out: Path, only: list[str]) -> None:
 def _files(record: dict) -> str:
     named = {" ".join(CORE): "the core's files", " ".join(STATS): "the statistics' files"}
     named[" ".join(CHECKS)] = "the config checks' tests"
+    named[" ".join(CLI)] = "the CLI's files"
     return named.get(record["tests"], f"`{record['tests']}`")
 
 

@@ -43,3 +43,18 @@ def test_every_recorded_break_was_caught_and_the_docs_table_is_the_record(script
     assert [r["break"] for r in records if r["failed"] + r["errors"] == 0] == []
     command = [sys.executable, str(SCRIPT), "--table", str(RECORD), "--check"]
     assert subprocess.run(command, capture_output=True, text=True).returncode == 0
+
+
+def test_a_tree_holding_a_break_is_refused(tmp_path):
+    """A run stopped hard (SIGKILL) can leave its break in the scratch tree; the next run would
+    take the broken text for the code. It refuses a tree whose src differs from its commit."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("x = 1\n")
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "c"]):
+        subprocess.run([*git, *args], check=True)
+    (tmp_path / "src" / "m.py").write_text("x = 2\n")
+    command = [sys.executable, str(SCRIPT), "--tree", str(tmp_path), "--out", str(tmp_path / "r")]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode != 0 and "differs from its commit" in done.stderr
+    assert "m.py" in done.stderr and not (tmp_path / "r").exists()

@@ -34,6 +34,7 @@ def test_scripted_session_keeps_history_and_system_prompt(tmp_path, monkeypatch)
         line.removeprefix("assistant> ") for line in stdout.getvalue().split("user> ") if line
     ]
     first = real(loaded, tok, seen[0], 4)
+    assert system["content"] not in first and "hello" not in first  # the new tokens alone
     assert seen[0] == [system, {"role": "user", "content": "hello"}]
     assert seen[1] == [
         *seen[0],

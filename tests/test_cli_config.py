@@ -110,6 +110,11 @@ def test_list_dict_and_union_fields_parse(ran):
     assert (ran[-1].loss_type, ran.pop().loss_weights) == (["sigmoid", "sft"], [1.0, 0.5])
     with pytest.raises(SystemExit):
         cli.main(["train", "--model", "m", "--out", "o", "--data", "d", "--layers", "x"])
+    for not_an_object in ("[1, 2]", "{not json"):
+        with pytest.raises(SystemExit):
+            cli.main(
+                ["train", "--model", "m", "--out", "o", "--data", "d", "--block", not_an_object]
+            )
 
 
 def test_bench_flags_and_keywords_build_the_same_config(ran):
@@ -152,6 +157,8 @@ class Throwaway:
 class Wider(Throwaway):
     added: str = "a"
     """A field added later."""
+    count: int = 1
+    """How many, as the subclass says."""
 
 
 @options_from(Wider)
@@ -166,8 +173,10 @@ def test_a_new_field_is_a_flag_with_no_other_edit(monkeypatch, capsys):
     flags = _flags(parser)
     assert set(flags) == {"-h"} | {"--" + f.name for f in dataclasses.fields(Wider)}
     assert flags["--added"].help == "A field added later. (default: a)"
-    assert flags["--count"].help == "How many. (default: 1)"  # the base class's docstrings
+    assert flags["--count"].help == "How many, as the subclass says. (default: 1)"  # overridden
+    assert flags["--percent"].help == "A share in %%. (default: 5)"  # the base class's docstring
     assert flags["--scale"].help == "How big."  # None: no default shown
+    assert flags["--on"].help == "Whether on. (default: on)"  # a switch's default in words
     assert flags["--mode"].choices == ("fast", "slow") and flags["--name"].choices == ["x", "y"]
     assert "A share in %" in parser.format_help()
     args = vars(parser.parse_args([]))
@@ -397,6 +406,18 @@ def test_top_level_help_gives_each_command_a_whole_sentence_and_its_wing(capsys)
     assert "deltas vs --baseline) and" in " ".join(text.split())  # the report line, whole
 
 
+def test_a_summary_is_the_first_sentence_past_abbreviations():
+    from calyrex.cli.fields import summary
+
+    def command():
+        """Score replies, e.g. a model's, i.e. one per item, vs a reference. Then more.
+
+        A second paragraph.
+        """
+
+    assert summary(command) == "Score replies, e.g. a model's, i.e. one per item, vs a reference."
+
+
 def test_plain_drops_restructuredtext_markup():
     assert plain("run as ``--cases`` (:mod:`.heldout`)") == "run as --cases (.heldout)"
     assert plain(":func:`~calyrex.eval.grant.granted` reads it") == "granted reads it"
@@ -409,3 +430,91 @@ def test_help_reads_as_plain_text_not_restructuredtext(name):
     them without ``literal`` quotes or :role:`targets`."""
     text = cli.subcommand_parser(name).format_help()
     assert not re.search(r"``|:[a-z]+:`", text), f"calyrex {name} --help shows markup"
+    assert "Args:" not in text, f"calyrex {name} --help repeats its Args: block"
+
+
+def test_a_missing_file_or_a_missing_required_flag_is_one_line_and_exit_2(tmp_path, capsys):
+    """A command that meets a missing file ends with its message and status 2, not a traceback;
+    a parameter without a default (serve's --model) is a required flag."""
+    assert cli.main(["inspect", "--adapter", str(tmp_path / "nowhere")]) == 2  # ValueError
+    err = capsys.readouterr().err
+    assert err.startswith("calyrex inspect: error: ") and "nowhere" in err
+    assert cli.main(["train", "--config", str(tmp_path / "none.yaml")]) == 2  # FileNotFoundError
+    err = capsys.readouterr().err
+    assert err.startswith("calyrex train: error: ") and "none.yaml" in err
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["serve"])
+    assert exit_.value.code == 2
+    assert "the following arguments are required: --model" in capsys.readouterr().err
+
+
+def test_args_block_entries_keep_their_continuation_lines():
+    """A flag's help from a Google-style ``Args:`` entry: its continuation lines joined, a deeper
+    line holding a colon read as continuation (not a parameter), ``name (type):`` understood."""
+    from calyrex.cli.fields import param_docs
+
+    def command(first, second):
+        """Do a thing.
+
+        Args:
+            first: the first line
+                continued: on a second.
+            second (int): the other one.
+
+        Returns:
+            nothing: the end of the block.
+        """
+
+    assert param_docs(command) == {
+        "first": "the first line continued: on a second.",
+        "second": "the other one.",
+    }
+
+
+@dataclass
+class First:
+    shared: int = 1
+    """Seen by both."""
+
+
+@dataclass
+class Second:
+    shared: int = 2
+    """Seen by both."""
+    own: int = 3
+    """Only here."""
+
+
+def test_split_options_gives_a_field_both_dataclasses_hold_to_the_first():
+    """A Python caller's option that two dataclasses both hold fills the first one listed (on the
+    command line such a pair cannot meet: argparse refuses the second flag)."""
+    assert split_options({"shared": 5, "own": 6}, First, Second) == [{"shared": 5}, {"own": 6}]
+
+
+def test_a_preset_instance_shows_its_values_as_the_defaults():
+    """``@options_from(StudyOptions, FULL)``: study's --help gives the full recipe's values, not
+    StudyConfig's bare defaults."""
+    from calyrex.research.study.config import FULL, StudyConfig
+
+    flags = _flags(cli.subcommand_parser("study"))
+    assert FULL.mix_rows != StudyConfig.mix_rows and FULL.access != StudyConfig.access
+    assert flags["--mix-rows"].help.endswith(f"(default: {FULL.mix_rows})")
+    assert flags["--access"].help.endswith(f"(default: {FULL.access})")
+
+
+def test_marking_a_command_wrongly_is_refused_by_name():
+    """options_from takes dataclasses only; a parameter may not also be a field's flag."""
+    with pytest.raises(TypeError, match="is not a dataclass"):
+        options_from(dict)
+    with pytest.raises(TypeError, match="'count' is both a parameter and a Throwaway field"):
+        add_options(argparse.ArgumentParser(), Throwaway, taken=["count"])
+
+
+def test_placements_are_printed_for_the_model_asked(capsys):
+    from calyrex.core.placement import PRESETS, placement_layers
+
+    assert cli.main(["placements", "--num-layers", "30"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(PRESETS)
+    late = next(x for x in lines if x.split()[0] == "late8th")
+    assert late.endswith(str(placement_layers("late8th", 30))) and "[25, 26, 27, 28, 29]" in late

@@ -114,7 +114,8 @@ def greedy(model, enc, n=NEW, eos=None):
 def run_engine(spec, tmp_path, name, fails=False):
     spec_file, out_file = tmp_path / f"{name}.json", tmp_path / f"{name}.out.json"
     spec_file.write_text(json.dumps(spec))
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": str(HERE)}
+    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": path}  # the caller's too
     proc = subprocess.run(
         [sys.executable, str(HERE / "engine_run.py"), str(spec_file), str(out_file)],
         env=env,
