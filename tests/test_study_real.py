@@ -362,6 +362,21 @@ def test_quick_study_runs_every_stage_and_resumes(model, tmp_path, request):
     # resuming redoes nothing (how long a study takes is a benchmark's business, not a test's)
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps, "a finished unit was redone"
 
+    # rescoring scores the stored replies again: each record keeps what generating its replies
+    # cost (seconds, this attempt's seconds, tokens), and the replies are not touched
+    cost = ("seconds", "seconds_this_attempt", "tokens")
+    files = [
+        out / "eval" / r / s.key / f"{s.name}.json" for r, _, _ in runs(QUICK) for s in QUICK.suites
+    ]
+    before = {f: json.loads(f.read_text()) for f in files if f.is_file()}
+    replies = {p: p.read_bytes() for p in (out / "eval").rglob("*.responses.jsonl")}
+    assert main([*command, "--stages", "rescore"]) == 0
+    assert {p: p.read_bytes() for p in replies} == replies and replies
+    assert any("seconds_this_attempt" in record for record in before.values())
+    for f, record in before.items():
+        kept = {k: record[k] for k in cost if k in record}
+        assert {k: json.loads(f.read_text()).get(k) for k in kept} == kept, f
+
 
 def test_readme_study_block_is_generated_from_the_committed_report():
     """README.md and docs/study.md hold what scripts/readme_study.py writes from the report."""

@@ -97,7 +97,9 @@ def rescore(cfg: StudyConfig, out: Path) -> list[str]:
                 share_right_codes(cfg, out, run, ctx.config)
             record = run_one(bench, ctx, str(replies))
             cost = {
-                k: v for k, v in finished(out, run, suite).items() if k in ("seconds", "tokens")
+                k: v
+                for k, v in finished(out, run, suite).items()
+                if k in ("seconds", "seconds_this_attempt", "tokens")
             }
             write(where / f"{suite.name}.json", record | cost)  # what generating them cost
             done.append(f"{run}/{suite.key}")
