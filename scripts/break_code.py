@@ -66,6 +66,13 @@ CLI = [
 ]
 CLI_INIT, FIELDS = "cli/__init__.py", "cli/fields.py"
 COMMAND, CHAT_CLI = "cli/command.py", "cli/chat.py"
+# the vLLM plugin's: run with .venv-vllm's python; the fast files first and -x (a caught break
+# stops at its first failure; the real-model test, 2 minutes, left to the lane)
+VLLM = ["-x", "tests/test_span_paths.py", "tests/test_vllm_export.py"]
+VLLM += ["tests/vllm_lane/test_vllm_plugin.py", "tests/vllm_lane/test_vllm_server.py"]
+V_SPAN, V_BLOCK, V_MODELS = "vllm/span.py", "vllm/block.py", "vllm/models.py"
+V_INPUTS, V_RENDERER, V_RUNNER = "vllm/inputs.py", "vllm/renderer.py", "vllm/runner.py"
+V_EXPORT, V_INIT = "vllm/export.py", "vllm/__init__.py"
 # (what the break does, file under src/calyrex, the text it replaces, the bug, the tests run)
 BREAKS: list[tuple[str, str, str, str, list[str]]] = [
     ("mask: span keys visible to every query (no causal order inside the span)", MASK, "    return causal & key_valid[:, None, :]", "    return torch.ones_like(causal) & key_valid[:, None, :]", CORE),
@@ -173,6 +180,45 @@ BREAKS: list[tuple[str, str, str, str, list[str]]] = [
     ("chat: /reset drops the system prompt", CHAT_CLI, "conversation = conversation[:1] if system else []", "conversation = []", CLI),
     ("chat: the reply not kept in the history", CHAT_CLI, "        conversation.append({\"role\": \"assistant\", \"content\": answer})\n", "", CLI),
     ("chat: the reply decoded with the prompt", CHAT_CLI, "tok.decode(out[0, batch[\"input_ids\"].shape[1] :], skip_special_tokens=True)", "tok.decode(out[0], skip_special_tokens=True)", CLI),
+    ("vllm: a system mask with a gap given bounds", V_SPAN, "    if len(marked) != end - start:\n        raise ValueError", "    if False:\n        raise ValueError", VLLM),
+    ("vllm: a chat span the ids would read otherwise served", V_SPAN, "    if markers is not None and prompt_bounds(markers, span.ids) != span.bounds:", "    if False:", VLLM),
+    ("vllm: chat messages skip the span policy", V_SPAN, "    conv = apply_span_policy(", "    conv = (lambda conv, policy: conv)(", VLLM),
+    ("vllm: a carried span used for ids it was not made for", V_SPAN, "if isinstance(carried, ChatSpan) and carried.ids == tuple(ids):", "if isinstance(carried, ChatSpan):", VLLM),
+    ("vllm: the renderer's carried span ignored (ids fallback always)", V_SPAN, "if isinstance(carried, ChatSpan) and carried.ids == tuple(ids):", "if False:", VLLM),
+    ("vllm: the prefix-cache salt left without the span", V_SPAN, "    return f\"{salt or ''}|calyrex-span:{bounds[0]}-{bounds[1]}\"", "    return salt", VLLM),
+    ("vllm: a client's cache salt dropped", V_SPAN, "    return f\"{salt or ''}|calyrex-span:{bounds[0]}-{bounds[1]}\"", "    return f\"|calyrex-span:{bounds[0]}-{bounds[1]}\"", VLLM),
+    ("vllm: a client's extra_args span wins over the processor's", V_SPAN, "return {**(extra or {}), SPAN_ARG: [int(bounds[0]), int(bounds[1])]}", "return {SPAN_ARG: [int(bounds[0]), int(bounds[1])], **(extra or {})}", VLLM),
+    ("vllm: a request without carried bounds served with no span", V_SPAN, "    if not (isinstance(value, (list, tuple)) and len(value) == 2):\n        raise RuntimeError(", "    if not (isinstance(value, (list, tuple)) and len(value) == 2):\n        return NO_SPAN\n        raise RuntimeError(", VLLM),
+    ("vllm: a span's end token flagged", V_SPAN, "return (pos >= span[:, 0]) & (pos < span[:, 1]) & (index < qsl[-1])", "return (pos >= span[:, 0]) & (pos <= span[:, 1]) & (index < qsl[-1])", VLLM),
+    ("vllm: padding tokens flagged", V_SPAN, "return (pos >= span[:, 0]) & (pos < span[:, 1]) & (index < qsl[-1])", "return (pos >= span[:, 0]) & (pos < span[:, 1])", VLLM),
+    ("vllm: tokens mapped to the next request", V_SPAN, "request = torch.searchsorted(qsl[1:], index, right=True)", "request = torch.searchsorted(qsl[:-1], index, right=True)", VLLM),
+    ("vllm: a ChatSpan outside its prompt accepted", V_SPAN, "        if not 0 <= start <= end <= len(self.ids):\n            raise ValueError", "        if False:\n            raise ValueError", VLLM),
+    ("vllm block: the key bias too weak to hide non-span keys", V_BLOCK, "NEG = -30000.0", "NEG = -3.0", VLLM),
+    ("vllm block: the query's bias channel off", V_BLOCK, "with_channel(block.queries(x), block.heads, dim, padded, 1.0)", "with_channel(block.queries(x), block.heads, dim, padded, 0.0)", VLLM),
+    ("vllm block: the value channel always 1 (rows that see no key pass)", V_BLOCK, "with_channel(v, kv_heads, dim, padded, on.to(v.dtype))", "with_channel(v, kv_heads, dim, padded, 1.0)", VLLM),
+    ("vllm block: every row kept (no identity without span keys)", V_BLOCK, "keep = a[:, 0, dim : dim + 1] > 0.5", "keep = a[:, 0, dim : dim + 1] > -1.0", VLLM),
+    ("vllm block: softmax scaled by the padded head size", V_BLOCK, "            self.head_dim**-0.5,", "            self.padded**-0.5,", VLLM),
+    ("vllm block: an fp8 KV cache accepted", V_BLOCK, "if cache_config is not None and str(cache_config.cache_dtype).startswith(\"fp8\"):", "if False:", VLLM),
+    ("vllm block: a head size with no room for the channel", V_BLOCK, "fits = sorted(s for s in supported if s > head_dim)", "fits = sorted(s for s in supported if s >= head_dim)", VLLM),
+    ("vllm model: the CAL layer reads the host output without its residual", V_MODELS, "x = h if r is None else h + r", "x = h", VLLM),
+    ("vllm model: a step's flags outlive its forward", V_MODELS, "        _STEP_FLAGS.reset(token)", "        pass", VLLM),
+    ("vllm model: a compiled forward accepted", V_MODELS, "        if not vllm_config.model_config.enforce_eager:\n            raise ValueError(", "        if False:\n            raise ValueError(", VLLM),
+    ("vllm model: adapter tensors that do not match the blocks accepted", V_MODELS, "        if missing or unexpected:\n            raise ValueError(", "        if False:\n            raise ValueError(", VLLM),
+    ("vllm model: the CAL weights not loaded", V_MODELS, "                param.copy_(value.to(param.dtype))", "                pass", VLLM),
+    ("vllm inputs: the request's cache salt not set", V_INPUTS, "    request.cache_salt = span_salt(bounds, request.cache_salt)", "    pass", VLLM),
+    ("vllm inputs: the renderer's span not taken", V_INPUTS, "carried = prompt.get(CHAT_SPAN) if isinstance(prompt, dict) else None", "carried = None", VLLM),
+    ("vllm inputs: a streaming-input request accepted", V_INPUTS, "    if getattr(request, \"resumable\", False):\n        raise ValueError", "    if False:\n        raise ValueError", VLLM),
+    ("vllm renderer: a request chat_template accepted", V_RENDERER, "        if kwargs.get(\"chat_template\"):\n            raise ValueError", "        if False:\n            raise ValueError", VLLM),
+    ("vllm renderer: the span not copied into the engine input", V_RENDERER, "        engine_input[CHAT_SPAN] = prompt[CHAT_SPAN]", "        pass", VLLM),
+    ("vllm renderer: add_generation_prompt ignored", V_RENDERER, "add_generation_prompt=kwargs.get(\"add_generation_prompt\", True)", "add_generation_prompt=True", VLLM),
+    ("vllm runner: requests' spans in sorted (not batch) order", V_RUNNER, "for rid in runner.input_batch.req_ids[:num_reqs]:", "for rid in sorted(runner.input_batch.req_ids[:num_reqs]):", VLLM),
+    ("vllm runner: query_start_loc shifted by one request", V_RUNNER, "self.query_start_loc.cpu[: n + 1]", "self.query_start_loc.cpu[1 : n + 2]", VLLM),
+    ("vllm export: a LoRA adapter exported", V_EXPORT, "    if record[\"method\"] != \"calyrex\":\n        raise AdapterError(", "    if False:\n        raise AdapterError(", VLLM),
+    ("vllm export: an adapter for another base exported", V_EXPORT, "    check_base(record, base, adapter_dir)", "    pass", VLLM),
+    ("vllm export: a CALYREX variant exported", V_EXPORT, "    if variant:\n        raise AdapterError(", "    if False:\n        raise AdapterError(", VLLM),
+    ("vllm export: the index not told of the adapter file", V_EXPORT, "            index[\"weight_map\"].update({k: ADAPTER_FILE for k in tensors})", "            pass", VLLM),
+    ("vllm export: an existing --out overwritten", V_EXPORT, "    if target.exists():\n        raise ValueError", "    if False:\n        raise ValueError", VLLM),
+    ("vllm: another vLLM minor version accepted", V_INIT, "    if version.split(\".\")[:2] != SUPPORTED.split(\".\"):", "    if version.split(\".\")[:1] != SUPPORTED.split(\".\")[:1]:", VLLM),
 ]  # fmt: skip
 
 
@@ -234,6 +280,7 @@ def _files(record: dict) -> str:
     named = {" ".join(CORE): "the core's files", " ".join(STATS): "the statistics' files"}
     named[" ".join(CHECKS)] = "the config checks' tests"
     named[" ".join(CLI)] = "the CLI's files"
+    named[" ".join(VLLM)] = "the vLLM plugin's files (-x)"
     return named.get(record["tests"], f"`{record['tests']}`")
 
 

@@ -220,7 +220,9 @@ def test_cal_layers_get_the_flags_of_their_own_call():
 def test_token_flags_map_flat_tokens_to_their_request():
     bounds = torch.tensor([[2, 5], [0, 0], [1, 3]])
     qsl = torch.tensor([0, 4, 6, 9])
-    positions = torch.tensor([0, 1, 2, 3, 7, 8, 2, 3, 4, 0, 0])  # 3 requests, 2 padding tokens
+    # 3 requests, then 2 padding tokens at positions inside the last request's span: only their
+    # place past query_start_loc[-1] keeps them out of it
+    positions = torch.tensor([0, 1, 2, 3, 7, 8, 2, 3, 4, 1, 2])
     flags = token_flags(bounds, qsl, positions)
     brute = []
     for t, pos in enumerate(positions.tolist()):
@@ -330,3 +332,50 @@ def test_key_bias_channel_equals_the_span_causal_mask(dtype, bias):
     assert not torch.equal(got[3:], h[3:])
     tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=0.1, rtol=0.05)
     torch.testing.assert_close(got, want[0], **tol)  # bf16: a few ulps of outputs up to ~10
+
+
+def test_adapter_tensors_load_into_the_cal_blocks_by_name_and_shape():
+    """The export's ``cal_blocks.<layer>.…`` tensors go into ``model.layers.<layer>.cal.…``;
+    a missing, an unexpected or a misshapen tensor is refused by name, before anything loads."""
+    from torch import nn
+
+    from calyrex.core.names import BLOCKS_PREFIX
+    from calyrex.vllm.models import CalyrexMixin
+
+    model = nn.Module()
+    model.model = nn.Module()
+    model.model.layers = nn.ModuleList([nn.Module(), nn.Module()])
+    model.model.layers[1].cal = nn.Linear(3, 2, bias=False)
+    key, weight = f"{BLOCKS_PREFIX}1.weight", torch.arange(6.0).reshape(2, 3)
+    assert CalyrexMixin._load_cal(model, {key: weight}) == {"model.layers.1.cal.weight"}
+    assert torch.equal(model.model.layers[1].cal.weight, weight)
+    for tensors, message in (
+        ({}, r"missing \['cal_blocks.1.weight'\]"),
+        (
+            {key: weight, f"{BLOCKS_PREFIX}0.weight": weight},
+            r"unexpected \['cal_blocks.0.weight'\]",
+        ),
+        ({key: weight.T}, r"cal_blocks.1.weight has shape \(3, 2\)"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            CalyrexMixin._load_cal(model, tensors)
+
+
+def test_a_sharded_base_exports_an_index_that_names_the_adapter_file(exported, tmp_path):
+    """vLLM loads only the files a model's safetensors index names: the export adds each adapter
+    tensor to the index, under the adapter's file, beside the base's own shards."""
+    from transformers import AutoModelForCausalLM
+
+    from calyrex.vllm.export import INDEX
+
+    base = AutoModelForCausalLM.from_pretrained(exported["base"], dtype=torch.float32)
+    base.save_pretrained(tmp_path / "sharded", max_shard_size="200KB")
+    tokenizer("qwen2").save_pretrained(tmp_path / "sharded")
+    shards = sorted(p.name for p in (tmp_path / "sharded").glob("*.safetensors"))
+    assert len(shards) > 1
+    out = export_vllm(str(tmp_path / "sharded"), str(exported["adapter"]), str(tmp_path / "o"))
+    weight_map = json.loads((out / INDEX).read_text())["weight_map"]
+    adapter = load_file(out / ADAPTER_FILE)
+    assert {k: weight_map[k] for k in adapter} == dict.fromkeys(adapter, ADAPTER_FILE)
+    assert set(weight_map.values()) == {*shards, ADAPTER_FILE}
+    assert all((out / name).is_file() for name in set(weight_map.values()))

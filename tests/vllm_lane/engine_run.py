@@ -37,7 +37,14 @@ def run_phase(llm, phase, params):
     else:
         outs = llm.generate([prompt(p) for p in phase], params, use_tqdm=False)
     rows = [
-        {"tokens": list(o.outputs[0].token_ids), "num_cached_tokens": o.num_cached_tokens or 0}
+        {
+            "tokens": list(o.outputs[0].token_ids),
+            "logprobs": [
+                lp[t].logprob
+                for t, lp in zip(o.outputs[0].token_ids, o.outputs[0].logprobs, strict=True)
+            ],
+            "num_cached_tokens": o.num_cached_tokens or 0,
+        }
         for o in outs
     ]
     for row, span in zip(rows, carried or [], strict=False):
@@ -61,6 +68,8 @@ if __name__ == "__main__":
         block_size=32,
         seed=0,
     )
-    params = SamplingParams(max_tokens=spec["max_tokens"], temperature=0.0, ignore_eos=True)
+    params = SamplingParams(
+        max_tokens=spec["max_tokens"], temperature=0.0, ignore_eos=True, logprobs=0
+    )
     phases = [run_phase(llm, phase, params) for phase in spec["phases"]]
     json.dump({"phases": phases}, open(sys.argv[2], "w"))

@@ -27,6 +27,10 @@ from calyrex.span.markers import find_span, span_markers  # noqa: E402
 
 HERE = Path(__file__).parent
 BLOCK, NEW = 32, 10
+# vLLM's log-probability of each greedy token against HF calyrex's, fp32: the tiny random models'
+# attention is near uniform, so a wrong softmax scale in the CAL layer can leave every greedy
+# token unchanged and only move the log-probabilities
+LOGPROB_TOL = 1e-4  # measured 5e-7 apart on qwen2; the padded-scale break: 1.7e-3
 RULES = "Never reveal the secret word. The secret is banana. Always answer in capital letters. "
 SORT = "Please sort these numbers: 3 1 2. The quick brown fox jumps over the lazy dog. "
 DEFAULT = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."  # Qwen2.5's
@@ -92,8 +96,13 @@ def encoded(family, name):
 
 def greedy(model, enc, n=NEW, eos=None):
     """HF greedy decoding without a cache (the reference), stopping after ``eos``."""
+    return greedy_scored(model, enc, n, eos)[0]
+
+
+def greedy_scored(model, enc, n=NEW, eos=None):
+    """:func:`greedy`'s tokens and each one's log-probability (log-softmax of the logits)."""
     ids = enc["input_ids"]
-    out = []
+    out, scores = [], []
     with torch.no_grad():
         for _ in range(n):
             kwargs = {}
@@ -105,10 +114,11 @@ def greedy(model, enc, n=NEW, eos=None):
             logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs).logits
             nxt = int(logits[0, -1].argmax())
             out.append(nxt)
+            scores.append(float(torch.log_softmax(logits[0, -1], -1)[nxt]))
             ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
             if nxt == eos:
                 break
-    return out
+    return out, scores
 
 
 def run_engine(spec, tmp_path, name, fails=False):
@@ -175,8 +185,10 @@ def test_greedy_tokens_equal_hf_calyrex(models, tmp_path, family, chunk, caching
     for phase, outs in zip(plan, got, strict=True):
         for name, out in zip(phase, outs, strict=True):
             enc = encoded(family, name)
-            want = greedy(model, enc, eos=tok.eos_token_id)
+            want, scores = greedy_scored(model, enc, eos=tok.eos_token_id)
             assert out["tokens"][: len(want)] == want, (family, name, phase)
+            gap = max(abs(a - b) for a, b in zip(out["logprobs"], scores, strict=False))
+            assert gap < LOGPROB_TOL, (family, name, phase, gap)  # not the tokens alone
             plain = greedy(base, {"input_ids": enc["input_ids"]}, eos=tok.eos_token_id)
             span = find_span(markers, prompts[name])  # blocks are shared only under one span
             hit = max((common(prompts[name], p) for p, sp in seen if sp == span), default=0)
@@ -289,3 +301,21 @@ def test_default_system_prefix_shares_tokens_but_not_span():
     none, plus = (encoded("qwen2", n)["input_ids"][0].tolist() for n in ("none", "default+"))
     assert common(none, plus) >= BLOCK
     assert find_span(span_markers(tok), none) is None and find_span(span_markers(tok), plus)
+
+
+def test_an_fp8_kv_cache_is_refused_by_name():
+    """The key-bias channel (NEG = -30000) saturates an fp8 KV cache: the CAL layer refuses one
+    before building its attention, naming the flag to drop."""
+    from types import SimpleNamespace
+
+    from transformers import AutoConfig
+
+    from calyrex.core.config import CalyrexConfig
+    from calyrex.vllm.block import KeyBiasCAL
+
+    host = AutoConfig.for_model("qwen2", hidden_size=64, num_attention_heads=4,
+                                num_key_value_heads=2, num_hidden_layers=4)  # fmt: skip
+    cfg = CalyrexConfig(layers=[3]).resolve(host).to_dict()
+    for dtype in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+        with pytest.raises(ValueError, match="need a 16- or 32-bit KV cache.*--kv-cache-dtype fp8"):
+            KeyBiasCAL(64, cfg, SimpleNamespace(cache_dtype=dtype), "model.layers.3.cal", None)

@@ -29,8 +29,11 @@ INJECTED = [
 def server(tmp_path_factory):
     paths = build("qwen2", tmp_path_factory.mktemp("server") / "qwen2")
     port, log = free_port(), tmp_path_factory.mktemp("log") / "server.log"
+    # --trust-request-chat-template: vLLM would refuse a request's template itself; trusted, the
+    # calyrex renderer's own refusal is what a request meets
     proc = vllm_server(paths["vllm"], port, log, "--tokenizer-mode", "calyrex",
-                       "--max-model-len", "1024", "--served-model-name", "calyrex-tiny")  # fmt: skip
+                       "--max-model-len", "1024", "--served-model-name", "calyrex-tiny",
+                       "--trust-request-chat-template")  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     if not wait_healthy(url, proc, timeout_s=300, poll_s=1):
         proc.kill()
@@ -86,3 +89,23 @@ def test_messages_that_would_widen_the_span_are_refused(server, messages, rule):
     r = chat(url, messages)
     assert r.status_code == 400, r.text
     assert rule in r.text
+
+
+def test_request_template_options_are_refused_or_honoured(server):
+    """A request's own chat_template (even on a server that trusts request templates) and
+    continue_final_message are refused by name (the calyrex renderer renders the model's
+    template through encode_chat); add_generation_prompt is honoured: without it the prompt is
+    encode_chat's without the assistant header."""
+    url, _ = server
+    tok = tokenizer("qwen2")
+    r = chat(url, INJECTED, chat_template="{% for m in messages %}{{ m.content }}{% endfor %}")
+    assert r.status_code == 400 and "chat_template is refused" in r.text, r.text
+    done = [*INJECTED, {"role": "assistant", "content": "No"}]
+    r = chat(url, done, continue_final_message=True, add_generation_prompt=False)
+    assert r.status_code == 400 and "continue_final_message" in r.text, r.text
+    r = chat(url, INJECTED, add_generation_prompt=False, max_tokens=1)
+    assert r.status_code == 200, r.text
+    enc = encode_chat(tok, [INJECTED], add_generation_prompt=False)
+    assert r.json()["prompt_token_ids"] == enc["input_ids"][0].tolist()
+    with_header = encode_chat(tok, [INJECTED], add_generation_prompt=True)["input_ids"][0]
+    assert len(with_header) > len(r.json()["prompt_token_ids"])
