@@ -1,4 +1,5 @@
-"""Run one vLLM engine over phases of prompts and write greedy tokens and cache hits as JSON.
+"""Run one vLLM engine over phases of prompts; write greedy tokens, their log-probabilities
+and cache hits as JSON.
 
 ``python engine_run.py SPEC.json OUT.json`` — a separate process per engine configuration (vLLM
 engines do not share a process well). SPEC: ``model``, ``tokenizer_mode``,

@@ -1,4 +1,5 @@
-"""The vLLM plugin against HF calyrex: greedy tokens identical over chunk sizes × prefix caching
+"""The vLLM plugin against HF calyrex: greedy tokens identical (and each one's log-probability
+within 1e-4) over chunk sizes × prefix caching
 × cache hits ending before / inside / after the system span, no-system conversations and mixed
 batches; zero adapter ≡ stock vLLM; cache hits by vLLM's own formula.
 
