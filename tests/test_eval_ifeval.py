@@ -132,3 +132,29 @@ def test_wrong_format_is_a_clear_error(tmp_path, capsys):
     )
     assert rc == 2
     assert "lacks ['key', 'prompt', 'instruction_id_list', 'kwargs']" in capsys.readouterr().err
+
+
+def test_a_response_is_paired_by_position_only_when_both_files_have_as_many_rows():
+    items = [{"key": k, "prompt": p} for k, p in ((1, "A"), (2, "B"), (3, "C"))]
+    fewer = [{"prompt": "B", "response": "b"}, {"prompt": "old C", "response": "c"}]
+    assert pair_responses(items, fewer) == [None, fewer[0], None]  # A and C: missing
+    same = [{"prompt": "A", "response": "a"}, *fewer]
+    with pytest.warns(UserWarning, match="IFEval key 3"):
+        assert pair_responses(items, same) == same  # old C takes C's place, with a warning
+
+
+def test_sys_ifeval_refuses_a_row_that_is_not_a_system_and_a_user_turn(tmp_path):
+    from calyrex.eval.data import DataFormatError
+    from calyrex.eval.sys_ifeval import load_sys_ifeval
+
+    row = {"key": 7, "prompt": "Hi", "instruction_id_list": [], "kwargs": []}
+    good = row | {
+        "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    }
+    bad = row | {"key": 8, "messages": [{"role": "user", "content": "U"}]}
+    file = tmp_path / "s.jsonl"
+    file.write_text(json.dumps(good) + "\n")
+    assert [it["id"] for it in load_sys_ifeval(str(file))] == ["7"]
+    file.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(DataFormatError, match="key 8 is not a system"):
+        load_sys_ifeval(str(file))

@@ -243,3 +243,53 @@ def test_a_suite_runs_its_prompts_sorted_by_length_across_chunks(tmp_path, targe
     assert sorted(r["id"] for r in rows) == sorted(it["id"] for it in items)
     assert ctx.generator.stats["prompt_tokens"] == sum(lengths)
     assert ctx.generator.stats["padded_tokens"] == sum(lengths)
+
+
+def test_a_padded_row_runs_at_the_positions_it_has_alone():
+    """Left padding shifts a short prompt right; its tokens keep positions 0, 1, … (RoPE sees
+    only position differences, so the outputs alone cannot tell: the positions are read)."""
+    tok = tiny_tokenizer("chatml")
+    model = tiny_model("qwen2")
+    seen = []
+    hook = model.register_forward_pre_hook(
+        lambda m, a, k: seen.append((k["attention_mask"], k["position_ids"])), with_kwargs=True
+    )
+    Reader(Generator(model, tok, 2, batch_size=3)).read([Ask(c, {}, 2) for c in CONVERSATIONS])
+    hook.remove()
+    mask, positions = seen[0]  # the prompts' prefill: (B, T) each
+    assert not mask.all()  # the prompts differ in length: some row is padded
+    for row_mask, row_positions in zip(mask, positions, strict=True):
+        real = row_mask.bool()
+        assert row_positions[real].tolist() == list(range(int(real.sum())))
+
+
+def test_a_reply_ends_at_its_end_of_turn_as_generates_does():
+    """A model that ends its turn early: the reader's reply stops there, as ``generate``'s (the
+    tiny models' generation config names no end token: both read the tokenizer's)."""
+    tok = tiny_tokenizer("chatml")
+    model = tiny_model("qwen2")
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    enc = encode_one(tok, CONVERSATIONS[0], add_generation_prompt=True)
+    with torch.no_grad():  # the end of turn now outscores the 5th reply token where it wins
+        out = model.generate(torch.tensor([enc["input_ids"]]), max_new_tokens=8, do_sample=False)
+        model.lm_head.weight[end] = 1.5 * model.lm_head.weight[out[0, len(enc["input_ids"]) + 4]]
+    gen = Generator(model, tok, 8, batch_size=3)
+    replies = gen.chat(CONVERSATIONS)
+    reader = Reader(Generator(model, tok, 8, batch_size=3))
+    answers = reader.read([Ask(c, {}, 8) for c in CONVERSATIONS])
+    assert [a.reply for a in answers] == replies
+    assert reader.stats["new_tokens"] == gen.stats["new_tokens"]
+    assert 0 < gen.stats["new_tokens"] < 3 * 8  # not vacuous: some reply ended early
+
+
+def test_a_target_is_greedy_only_where_every_token_is_the_argmax():
+    tok = tiny_tokenizer("chatml")
+    model = tiny_model("qwen2")
+    enc = encode_one(tok, CONVERSATIONS[1], add_generation_prompt=True)
+    with torch.no_grad():
+        out = model.generate(torch.tensor([enc["input_ids"]]), max_new_tokens=4, do_sample=False)
+    own = out[0, len(enc["input_ids"]) :].tolist()
+    off = [*own[:3], (own[3] + 1) % model.config.vocab_size]  # the last token not the argmax
+    reader = Reader(Generator(model, tok, 0, batch_size=1))
+    answer = reader.read_encoded([enc], [{"own": own, "off": off}], [0])[0]
+    assert answer.greedy == {"off": False, "own": True}

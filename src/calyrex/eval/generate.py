@@ -38,9 +38,12 @@ class Skip:
     reason: str
 
 
-def end_ids(tokenizer: Any) -> set[int]:
-    """The tokens that end a reply: end of sequence and ChatML's end of turn."""
+def end_ids(tokenizer: Any, model: Any = None) -> set[int]:
+    """The tokens that end a reply: the tokenizer's end of sequence, ChatML's end of turn and
+    the model's generation config's ``eos_token_id`` (one id or a list)."""
     ends = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
+    config = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ends |= set(config) if isinstance(config, list) else {config}
     return {e for e in ends if isinstance(e, int) and e >= 0}
 
 
@@ -112,6 +115,7 @@ class Generator:
             **batch,
             max_new_tokens=self.max_new_tokens,
             do_sample=False,
+            eos_token_id=sorted(end_ids(tok, self.model)),  # the reader's ends (eval.prefill)
             pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
         )
         width = batch["input_ids"].shape[1]
@@ -121,7 +125,7 @@ class Generator:
     def _count(self, mask: torch.Tensor, new: torch.Tensor) -> None:
         """Add a generate call to :attr:`stats`: ``mask`` (B, T) the prompts', ``new`` (B, N)
         the tokens after them, each row's counted up to its first end-of-turn or pad token."""
-        stops = end_ids(self.tokenizer)
+        stops = end_ids(self.tokenizer, self.model)
         if self.tokenizer.pad_token_id is not None:
             stops.add(self.tokenizer.pad_token_id)
         stop = torch.isin(new, torch.tensor(sorted(stops)))

@@ -79,7 +79,7 @@ class Reader:
     def __init__(self, gen: Generator) -> None:
         self.gen, self.model, self.tok = gen, gen.model, gen.tokenizer
         self.stats = gen.stats  # one counter per model (calyrex.eval.generate.COST_KEYS)
-        self.ends = end_ids(self.tok)
+        self.ends = end_ids(self.tok, self.model)
 
     def read(self, asks: Sequence[Ask]) -> list[Answer | Skip]:
         encs, targets = [], []
