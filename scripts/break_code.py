@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from breaks_eval import EVAL, SCORERS
+from breaks_serve import SERVE, SERVE_BREAKS
 from doc_blocks import rewrite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -223,7 +224,7 @@ BREAKS: list[tuple[str, str, str, str, list[str]]] = [
     ("vllm export: an existing --out overwritten", V_EXPORT, "    if target.exists():\n        raise ValueError", "    if False:\n        raise ValueError", VLLM),
     ("vllm: another vLLM minor version accepted", V_INIT, "    if version.split(\".\")[:2] != SUPPORTED.split(\".\"):", "    if version.split(\".\")[:1] != SUPPORTED.split(\".\")[:1]:", VLLM),
 ]  # fmt: skip
-BREAKS += EVAL  # the scorers' (scripts/breaks_eval.py)
+BREAKS += EVAL + SERVE_BREAKS  # the scorers' and the server's (scripts/breaks_*.py)
 
 
 def break_once(tree: Path, name: str, file: str, old: str, new: str, tests: list[str]) -> dict:
@@ -288,6 +289,7 @@ NAMED = {
     " ".join(CLI): "the CLI's files",
     " ".join(VLLM): "the vLLM plugin's files (-x)",
     " ".join(SCORERS): "the scorers' files",
+    " ".join(SERVE): "the server's files",
 }
 
 

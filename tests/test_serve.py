@@ -11,7 +11,7 @@ openai = pytest.importorskip("openai")
 import calyrex  # noqa: E402
 from calyrex.backbones.tiny import tiny_model  # noqa: E402
 from calyrex.serve.local import local_server  # noqa: E402
-from calyrex.serve.prompt import encode_prompt  # noqa: E402
+from calyrex.serve.prompt import encode_prompt, system_turn  # noqa: E402
 from serve_helpers import (  # noqa: E402
     NAME,
     SYSTEM,
@@ -54,6 +54,7 @@ def test_greedy_equals_generate_on_miss_and_hit_and_stream_equals_whole(served, 
     miss = _ask(client, conv)
     assert miss.choices[0].message.content == want
     assert miss.usage.prompt_tokens_details.cached_tokens == 0
+    assert miss.usage.total_tokens == miss.usage.prompt_tokens + miss.usage.completion_tokens
     assert forwarded() - before == miss.usage.prompt_tokens  # prefix + rest, nothing twice
     before = forwarded()
     text, chunks = _ask(client, conv, stream=True)  # same system prompt: a cache hit
@@ -70,6 +71,14 @@ def test_greedy_equals_generate_on_miss_and_hit_and_stream_equals_whole(served, 
     hit = _ask(client, other)
     assert hit.usage.prompt_tokens_details.cached_tokens == prefix
     assert hit.choices[0].message.content == reference(model, tok, other, N, eng.eos)
+
+
+def test_the_cached_prefix_is_the_system_turn_and_nothing_after_it(tok):
+    """A token past the system turn in the key would still be exact under ChatML (every user turn
+    opens alike) but would split the cache on templates whose next token is the user's text."""
+    p = encode_prompt(tok, conversation("hi", system="Keep it."))
+    assert tok.decode(p.input_ids[: p.prefix_len]) == "<|im_start|>system\nKeep it.<|im_end|>\n"
+    assert system_turn(tok, "Keep it.").input_ids == p.input_ids[: p.prefix_len]
 
 
 def test_no_system_prompt_equals_the_base_model(served, tok):

@@ -1,12 +1,16 @@
-"""The engine without HTTP: late joiners, shutdown, the prompt cache's bound, stop strings."""
+"""The engine without HTTP: late joiners, shutdown, the prompt cache's bound, stop strings, and
+the stream frames a reply makes of its events."""
 
+import asyncio
+import json
 import threading
 
+import pytest
 import torch
 
 from calyrex.core.hf import output_cache
-from calyrex.serve.engine import Job
-from calyrex.serve.prompt import encode_prompt
+from calyrex.serve.engine import Event, Job, Usage
+from calyrex.serve.prompt import Prompt, encode_prompt
 from calyrex.serve.prompt_cache import PromptCache, cache_bytes, prefix_key
 from calyrex.serve.request import SamplingParams
 from calyrex.serve.sampling import TextStream
@@ -83,6 +87,13 @@ def test_prompt_cache_is_an_lru_bounded_in_bytes(tok):
     assert not PromptCache(capacity=0).enabled
     assert prefix_key("x", "float32", "a", [1], [1]) != prefix_key("x", "float32", "b", [1], [1])
     assert prefix_key("x", "float32", "", [1], [1]) != prefix_key("x", "bfloat16", "", [1], [1])
+    assert prefix_key("x", "float32", "", [1, 2], [1, 0]) != prefix_key(
+        "x", "float32", "", [1, 2], [1, 1]
+    )
+    lru = PromptCache(capacity=2 * size)  # a hit is used recently: the other entry goes first
+    assert lru.put(keys[0], caches[0][1], 1) and lru.put(keys[1], caches[1][1], 1)
+    assert lru.get(keys[0]) is not None and lru.put(keys[2], caches[2][1], 1)
+    assert lru.get(keys[1]) is None and lru.get(keys[0]) is not None
 
 
 def test_text_stream_cuts_at_stop_strings_across_tokens(tok):
@@ -111,3 +122,58 @@ def test_a_zero_initialised_adapter_serves_the_base_model(tok):
     eng.shutdown()
     base = reference(tiny_model("qwen2"), tok, conv, 8, eng.eos, with_span=False)
     assert "".join(sink.text) == base
+
+
+def _frames(include_usage: bool) -> list[str]:
+    from calyrex.serve.reply import Reply
+
+    async def run() -> list[str]:
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        for event in (Event("text", "Hi"), Event("done", finish_reason="stop", usage=Usage(5, 1))):
+            queue.put_nowait(event)
+        job = Job(Prompt([1], [0], 0), 4, emit=lambda e: None)
+        reply = Reply("m", include_usage, asyncio.create_task(asyncio.sleep(60)))
+        return [frame async for frame in reply.stream(job, queue)]
+
+    return asyncio.run(run())
+
+
+def _bodies(frames: list[str]) -> list[dict]:
+    assert frames[-1] == "data: [DONE]\n\n"
+    return [json.loads(f.removeprefix("data: ")) for f in frames[:-1]]
+
+
+def test_a_stream_carries_usage_only_when_asked():
+    pytest.importorskip("fastapi")
+    plain = _bodies(_frames(False))
+    assert [b["choices"][0]["delta"] for b in plain] == [
+        {"role": "assistant", "content": ""},
+        {"content": "Hi"},
+        {},
+    ]
+    assert plain[-1]["choices"][0]["finish_reason"] == "stop"
+    assert all("usage" not in b for b in plain)
+    asked = _bodies(_frames(True))
+    assert all(b["usage"] is None for b in asked[:-1])  # as OpenAI: null until the last frame
+    assert asked[-1]["choices"] == [] and asked[-1]["usage"]["total_tokens"] == 6
+
+
+def test_a_stream_closed_early_cancels_its_request():
+    """The ASGI server closes the stream when its client goes (or it fails to send): the request
+    is cancelled then, whether or not the disconnect watcher saw the client leave."""
+    pytest.importorskip("fastapi")
+    from calyrex.serve.reply import Reply
+
+    async def run() -> tuple[Job, asyncio.Task]:
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        queue.put_nowait(Event("text", "Hi"))
+        job = Job(Prompt([1], [0], 0), 4, emit=lambda e: None)
+        watch = asyncio.create_task(asyncio.sleep(60))
+        stream = Reply("m", False, watch).stream(job, queue)
+        assert "assistant" in await stream.__anext__()
+        await stream.aclose()
+        await asyncio.sleep(0)
+        return job, watch
+
+    job, watch = asyncio.run(run())
+    assert job.cancelled.is_set() and watch.cancelled()

@@ -43,10 +43,17 @@ BAD = [
     ("seed text", {**OK, "seed": "x"}, 400, "seed must be an integer"),
     ("five stops", {**OK, "stop": ["a", "b", "c", "d", "e"]}, 400, "at most 4"),
     ("stop not text", {**OK, "stop": [1]}, 400, "stop must be"),
+    ("stop empty", {**OK, "stop": [""]}, 400, "stop must be a non-empty string"),
+    ("stop empty string", {**OK, "stop": ""}, 400, "stop must be a non-empty string"),
     ("stream text", {**OK, "stream": "yes"}, 400, "stream must be true or false"),
     ("stream_options alone", {**OK, "stream_options": {"include_usage": True}}, 400,
      "needs stream"),
     ("n two", {**OK, "n": 2}, 400, "n must be 1"),
+    ("tool calls", {"messages": [*conversation("hi"), {"role": "assistant", "content": "", "tool_calls":
+     [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}, 400,
+     "tool calls are not supported"),
+    ("function call", {"messages": [*conversation("hi"), {"role": "assistant", "content": "",
+     "function_call": {"name": "f", "arguments": "{}"}}]}, 400, "tool calls are not supported"),
     ("tools", {**OK, "tools": [{"type": "function", "function": {"name": "f"}}]}, 400,
      "tools is not supported"),
     ("logprobs", {**OK, "logprobs": True}, 400, "logprobs is not supported"),
@@ -74,6 +81,16 @@ def test_bad_input_gets_its_4xx_with_a_message(url, case):
     error = r.json()["error"]
     assert words in error["message"]
     assert error["type"] in ("invalid_request_error", "not_found_error")
+
+
+def test_an_error_never_echoes_a_whole_value(url):
+    """A 400 or 404 names the field and shows the start of what was sent, not all of it (a
+    client's megabyte, or a secret pasted in the wrong field, never comes back whole)."""
+    for field, status in (("model", 404), ("temperature", 400)):
+        r = httpx.post(f"{url}/chat/completions", json={**OK, field: "x" * 5000}, timeout=30)
+        message = r.json()["error"]["message"]
+        assert r.status_code == status and field in message and "xxxx" in message
+        assert len(message) < 200, message
 
 
 def test_unknown_routes_and_methods_are_openai_shaped(url):
@@ -131,3 +148,13 @@ def test_a_leading_developer_message_can_be_the_system_prompt():
     messages = [{"role": "developer", "content": "rules"}, *conversation("hi", None)]
     out = apply_span_policy(messages, ServeConfig(developer_role="system"))
     assert out[0] == {"role": "system", "content": "rules"}
+
+
+def test_the_message_limit_admits_the_limit_itself():
+    from calyrex.serve.request import parse_request
+
+    cfg = ServeConfig(max_messages=3)
+    three = {"messages": [{"role": "user", "content": "a"}] * 3}
+    assert len(parse_request(three, cfg).messages) == 3
+    with pytest.raises(APIError, match="4 messages; this server's limit is 3"):
+        parse_request({"messages": [{"role": "user", "content": "a"}] * 4}, cfg)

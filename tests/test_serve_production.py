@@ -287,8 +287,11 @@ def test_a_client_that_leaves_the_queue_frees_its_place(model, tok):
 
 
 # -- 9: API keys -----------------------------------------------------------------------------------
+# /healthz and /health/x: only /health itself is open (a bare client learns no route from a 404)
 ROUTES = [("GET", "/v1/models"), ("GET", "/metrics"), ("GET", "/docs"), ("GET", "/openapi.json"),
-          ("POST", "/v1/chat/completions"), ("GET", "/nowhere")]  # fmt: skip
+          ("POST", "/v1/chat/completions"), ("GET", "/nowhere"), ("GET", "/healthz"),
+          ("GET", "/health/x")]  # fmt: skip
+NO_ROUTE = ("/nowhere", "/healthz", "/health/x")
 
 
 def test_api_keys_guard_every_route_but_health(model, tok):
@@ -305,7 +308,7 @@ def test_api_keys_guard_every_route_but_health(model, tok):
             for key in ("key-a", "key-b"):
                 auth = {"Authorization": f"Bearer {key}"}
                 r = httpx.request(method, root + path, json=OK, headers=auth, timeout=60)
-                assert r.status_code == (404 if path == "/nowhere" else 200), path
+                assert r.status_code == (404 if path in NO_ROUTE else 200), path
         assert httpx.get(f"{root}/health").status_code == 200  # load balancers probe it bare
         client = openai.OpenAI(base_url=url, api_key="key-b", max_retries=0)
         chunks = client.chat.completions.create(model=NAME, stream=True, **OK)

@@ -115,7 +115,7 @@ class Generator:
             **batch,
             max_new_tokens=self.max_new_tokens,
             do_sample=False,
-            eos_token_id=sorted(end_ids(tok, self.model)),  # the reader's ends (eval.prefill)
+            eos_token_id=sorted(end_ids(tok, self.model)) or None,  # the reader's (eval.prefill)
             pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
         )
         width = batch["input_ids"].shape[1]
