@@ -623,20 +623,21 @@ def test_validation_loss_is_logged_and_the_best_adapter_is_kept(
     step; OUT/adapter holds the adapter of the lowest one (best.json names its step), which is
     the adapter the run had at that step (its checkpoint), not the last one."""
     base_dir, data = backbone
-    if method == "lora":  # LoRA's loss flattens at the task's floor at this rate (~4.5), where
-        # which step is lowest is the CPU's rounding (AVX2 vs AMX): its best is scripted, a dip
-        # at step 6 that no real step reaches, on top of the measured losses
-        from calyrex.training.trainer import AdapterTrainer
+    # which measured step is lowest is the CPU's rounding (LoRA flattens at the task's floor, ~4.5,
+    # at this rate; CALYREX rose after step 6 on AMX and avx512_bf16 Xeons and kept falling to
+    # step 12 on an avx512_bf16 EPYC): the best is scripted, a dip at step 6 that no real step
+    # reaches, on top of the measured losses
+    from calyrex.training.trainer import AdapterTrainer
 
-        measured = AdapterTrainer.evaluation_loop
+    measured = AdapterTrainer.evaluation_loop
 
-        def dipped(self, *args, **kw):
-            output = measured(self, *args, **kw)
-            if self.state.global_step == 6:
-                output.metrics["eval_loss"] -= 10.0
-            return output
+    def dipped(self, *args, **kw):
+        output = measured(self, *args, **kw)
+        if self.state.global_step == 6:
+            output.metrics["eval_loss"] -= 10.0
+        return output
 
-        monkeypatch.setattr(AdapterTrainer, "evaluation_loop", dipped, raising=False)
+    monkeypatch.setattr(AdapterTrainer, "evaluation_loop", dipped, raising=False)
     val = _write_jsonl(tmp_path / "val.jsonl", _sort_rows(12, seed=9))
     out = tmp_path / method
     cfg = TrainConfig(
@@ -649,7 +650,7 @@ def test_validation_loss_is_logged_and_the_best_adapter_is_kept(
         max_steps=12,
         scheduler="constant",
         batch_size=4,
-        lr=0.3,  # too large on purpose: CALYREX's validation loss rises again after its best
+        lr=0.3,  # large: every checkpoint's adapter differs, so the kept one is told from the last
         precision="fp32",
         logging_steps=1,
         save_steps=3,  # every evaluated step's adapter, to compare the kept one with
@@ -666,10 +667,7 @@ def test_validation_loss_is_logged_and_the_best_adapter_is_kept(
     best = min(evals, key=lambda e: e["eval_loss"])
     summary = json.loads((out / "summary.json").read_text())["validation"]
     assert summary["best"]["step"] == best["step"] and summary["evaluations"] == 5
-    # not vacuous: the kept adapter is not the last one (CALYREX's loss rises clearly after its
-    # best, 4.46 → 4.86; LoRA's best is the scripted dip)
-    assert 0 < best["step"] < 12, "the kept adapter is the last one: vacuous"
-    assert method == "calyrex" or best["step"] == 6
+    assert best["step"] == 6  # the scripted dip: not the last adapter, so the test can fail
 
     from calyrex.core.adapter_io import read_adapter
 
