@@ -344,6 +344,15 @@ def test_fewer_granted_changes_only_the_access_dialogues(real_data, sft_rows):
     assert find_leaks(changed, real_data) == []
 
 
+def test_every_outcome_gives_a_defences_refusals_before_its_grant(real_data):
+    """A mix cut mid-defence drops that defence's grant, never its refusals: the code stays the
+    only signal for granting in whatever part of a defence a mix keeps."""
+    stream = access.access_examples(real_data, 0, 1000, "every-outcome")
+    first = [next(stream) for _ in range(12)]
+    assert [ex.tag for ex in first] == ["wrong_code", "hijack", "extraction", "granted"] * 3
+    assert all(len({ex.group for ex in first[i : i + 4]}) == 1 for i in (0, 4, 8))
+
+
 def test_unknown_access_rotation_is_refused(real_data, capsys):
     with pytest.raises(ValueError, match="fewer-granted"):
         next(access.access_examples(real_data, 0, 1000, "nosuch"))
@@ -413,6 +422,11 @@ def test_validation_split_holds_out_whole_defences_and_every_outcome_teaches_whe
         assert granted and all(
             tags == {"granted", "wrong_code", "hijack", "extraction"} for tags in granted
         )
+        for ex in parts[name]:  # a wrong code is never the right one, nor holds it, nor is in it
+            if ex.tag == "wrong_code":
+                mine = ex.group.split("\n")[0].removeprefix("defence:").lower()
+                typed = ex.prompt[1]["content"].split("\n")[0].lower()
+                assert mine not in typed and typed not in mine, (mine, typed)
     # without a split the training rows are the first n, as before
     plain = build_split(real_data, MixConfig(n=400, seed=0))
     assert [ex.sft_row() for ex in plain["train"]] == build_sft(real_data, MixConfig(n=400))
