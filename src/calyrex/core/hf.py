@@ -123,6 +123,16 @@ def weight_samples(model: nn.Module, n: int = SAMPLES_PER_TENSOR) -> dict[str, l
     return out
 
 
+def eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    """Token ids that end a reply: the model's generation config's ``eos_token_id`` (one id or
+    a list; none without a model) and the tokenizer's end of sequence."""
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = set(ids if isinstance(ids, list) else [] if ids is None else [ids])
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return ids
+
+
 def weights_dtype(model: nn.Module) -> str:
     return str(next(model.parameters()).dtype).removeprefix("torch.")
 

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ..adapters.methods import accept_system_mask
+from ..core import hf
 from ..span.chat import encode_chat, encode_one, pad_batch
 
 Message = dict[str, Any]
@@ -39,11 +40,9 @@ class Skip:
 
 
 def end_ids(tokenizer: Any, model: Any = None) -> set[int]:
-    """The tokens that end a reply: the tokenizer's end of sequence, ChatML's end of turn and
-    the model's generation config's ``eos_token_id`` (one id or a list)."""
-    ends = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
-    config = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    ends |= set(config) if isinstance(config, list) else {config}
+    """The tokens that end a reply: :func:`calyrex.core.hf.eos_ids` (the model's generation
+    config's and the tokenizer's end of sequence) and ChatML's end of turn."""
+    ends = hf.eos_ids(model, tokenizer) | {tokenizer.convert_tokens_to_ids("<|im_end|>")}
     return {e for e in ends if isinstance(e, int) and e >= 0}
 
 

@@ -94,15 +94,6 @@ def adapter_digest(model: Any) -> str:
     return h.hexdigest()
 
 
-def eos_ids(model: Any, tokenizer: Any) -> set[int]:
-    """Token ids that end a reply: the model's generation config and the tokenizer's eos."""
-    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    ids = set(ids if isinstance(ids, list) else [] if ids is None else [ids])
-    if tokenizer.eos_token_id is not None:
-        ids.add(tokenizer.eos_token_id)
-    return ids
-
-
 class Engine:
     """Owns ``model`` on one thread; :meth:`submit` is safe from any thread."""
 
@@ -119,7 +110,7 @@ class Engine:
         self.adapter = adapter_digest(model)
         self.dtype = hf.weights_dtype(model)
         self.device = next(model.parameters()).device
-        self.eos = eos_ids(model, tokenizer)
+        self.eos = hf.eos_ids(model, tokenizer)
         self.window = int(getattr(model.config, "max_position_embeddings", 1 << 30))
         self._batch = DecodeBatch()
         self._rows: list[_Row] = []
