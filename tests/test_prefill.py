@@ -7,7 +7,7 @@ import torch
 import calyrex
 from calyrex.backbones.tiny import randomize_adapters, tiny_model, tiny_tokenizer
 from calyrex.eval.bench import Benchmark, Context, EvalConfig
-from calyrex.eval.generate import Generator
+from calyrex.eval.generate import Generator, end_ids
 from calyrex.eval.prefill import Ask, Reader, target_ids
 from calyrex.span.chat import encode_one
 
@@ -293,3 +293,15 @@ def test_a_target_is_greedy_only_where_every_token_is_the_argmax():
     reader = Reader(Generator(model, tok, 0, batch_size=1))
     answer = reader.read_encoded([enc], [{"own": own, "off": off}], [0])[0]
     assert answer.greedy == {"off": False, "own": True}
+
+
+def test_a_tokenizer_without_chatmls_end_of_turn_ends_replies_at_its_own_tokens_only():
+    """``<|im_end|>`` looked up by name on a tokenizer without it reads as the unknown token:
+    a reply must not end there (a Llama-3 template with an unknown token)."""
+    tok = tiny_tokenizer("llama3")
+    tok.add_special_tokens({"unk_token": "<unk>"})
+    assert tok.convert_tokens_to_ids("<|im_end|>") == tok.unk_token_id  # the trap is real
+    assert end_ids(tok) == {tok.eos_token_id}
+    chatml = tiny_tokenizer("chatml")
+    chatml.add_special_tokens({"unk_token": "<unk>"})
+    assert end_ids(chatml) == {chatml.eos_token_id, chatml.convert_tokens_to_ids("<|im_end|>")}
