@@ -1,9 +1,9 @@
 """Break the code on purpose, one break at a time, and count the tests that fail.
 
 Each break replaces one line (or expression) of the span, mask, block, cache, adapter-file,
-baseline, training-config, statistics, command-line, vLLM-plugin, scorer, server, training-mix or
-training code with a plausible bug (the last four in ``scripts/breaks_eval.py``,
-``scripts/breaks_serve.py``, ``scripts/breaks_mix.py`` and ``scripts/breaks_train.py``); the guarding test files run on the
+baseline, training-config, statistics, command-line, vLLM-plugin, scorer, server, training-mix,
+training, analysis or study code with a plausible bug (the last six in ``scripts/breaks_*.py``:
+eval, serve, mix, train, analysis, study); the guarding test files run on the
 broken copy; the break is reverted (also when the run is stopped: SIGTERM, Ctrl-C), and a tree
 whose ``src`` differs from its commit is refused. A break no test catches is a hole in the tests
 (docs/testing.md, "Broken on purpose").
@@ -31,9 +31,11 @@ import sys
 import time
 from pathlib import Path
 
+from breaks_analysis import ANALYSIS_BREAKS, ANALYSIS_TESTS
 from breaks_eval import EVAL, SCORERS
 from breaks_mix import MIX_BREAKS, MIX_TESTS
 from breaks_serve import SERVE, SERVE_BREAKS
+from breaks_study import STUDY_BREAKS, STUDY_TESTS
 from breaks_train import TRAIN_BREAKS, TRAIN_TESTS
 from doc_blocks import rewrite
 
@@ -226,8 +228,8 @@ BREAKS: list[tuple[str, str, str, str, list[str]]] = [
     ("vllm export: an existing --out overwritten", V_EXPORT, "    if target.exists():\n        raise ValueError", "    if False:\n        raise ValueError", VLLM),
     ("vllm: another vLLM minor version accepted", V_INIT, "    if version.split(\".\")[:2] != SUPPORTED.split(\".\"):", "    if version.split(\".\")[:1] != SUPPORTED.split(\".\")[:1]:", VLLM),
 ]  # fmt: skip
-# the scorers', server's, mix's and training's (breaks_*.py)
-BREAKS += EVAL + SERVE_BREAKS + MIX_BREAKS + TRAIN_BREAKS
+# the scorers', server's, mix's, training's, analysis' and study's (breaks_*.py)
+BREAKS += EVAL + SERVE_BREAKS + MIX_BREAKS + TRAIN_BREAKS + ANALYSIS_BREAKS + STUDY_BREAKS
 
 
 def break_once(tree: Path, name: str, file: str, old: str, new: str, tests: list[str]) -> dict:
@@ -295,6 +297,8 @@ NAMED = {
     " ".join(SERVE): "the server's files",
     " ".join(MIX_TESTS): "`test_mix.py`",
     " ".join(TRAIN_TESTS): "the training files (-x)",
+    " ".join(ANALYSIS_TESTS): "`test_analysis.py`",
+    " ".join(STUDY_TESTS): "the study's tests (not the quick study)",
 }
 
 
