@@ -269,7 +269,7 @@ def test_train_end_to_end_moves_the_adapter_and_saves_what_it_trained(
             batch_size=8,
             lr=3e-3,
             logging_steps=2,
-            save_steps=6,
+            save_steps=4,  # checkpoints 4, 8, 12: the oldest rotated out (save_total_limit 2)
             precision="fp32",  # auto may pick bf16 autocast, which stays on the model's forward
             progress=False,
         )
@@ -293,7 +293,8 @@ def test_train_end_to_end_moves_the_adapter_and_saves_what_it_trained(
         before, after = initial.eval()(**batch).loss, model(**batch).loss
     assert after < 0.9 * before, (before.item(), after.item())
 
-    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-12", "checkpoint-6"]
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-12", "checkpoint-8"]
+    assert not (out / ".staging").exists()  # each checkpoint moved whole out of its staging
     summary = json.loads((out / "summary.json").read_text())
     assert (
         summary["trainable_params"] == result.trainable_params == summary["matched_params"][method]
@@ -785,3 +786,108 @@ def test_a_resumed_runs_seconds_are_summed_over_its_attempts(
     # the checkpoint the resumed attempt wrote carries the sum on
     later = json.loads((tmp_path / "run" / "checkpoint-4" / "trainer_state.json").read_text())
     assert later["stateful_callbacks"]["Clock"]["attributes"]["seconds"] >= before
+
+
+def test_tokens_per_second_count_the_tokens_since_the_last_log(tmp_path, monkeypatch):
+    """The metrics log's tokens/s: the tokens seen since the last training log (or since the
+    train began, a resumed run's earlier tokens excluded) over the seconds between them."""
+    from types import SimpleNamespace
+
+    from calyrex.training import trainer as trainer_module
+
+    clock = iter([10.0, 12.0, 16.0])  # train begins; first log 2 s later; second 4 s after it
+    monkeypatch.setattr(trainer_module.time, "perf_counter", lambda: next(clock))
+    log = trainer_module.MetricsLog(tmp_path / "metrics.jsonl")
+    state = SimpleNamespace(is_world_process_zero=True, global_step=40, num_input_tokens_seen=5000)
+    log.on_train_begin(None, state, None)  # resumed: 5,000 tokens seen by earlier attempts
+    for step, seen in ((41, 6000), (42, 10000)):
+        state.global_step, state.num_input_tokens_seen = step, seen
+        log.on_log(None, state, None, logs={"loss": 1.0})
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["tokens_per_s"]) for r in rows] == [(41, 500.0), (42, 1000.0)]
+
+
+def test_a_resumed_run_with_validation_evaluates_each_step_once(backbone, tmp_path, monkeypatch):
+    """A run resumed from a checkpoint does not evaluate again at its start (``eval_on_start``
+    is the first attempt's): each evaluated step is logged once, as an uninterrupted run's."""
+    from calyrex.training import trainer as trainer_module
+
+    base_dir, data = backbone
+    cfg = _tiny_config(
+        backbone, tmp_path / "run", max_steps=4, save_steps=2, logging_steps=1, precision="fp32"
+    )
+    cfg = dataclasses.replace(cfg, eval_data=str(data), eval_steps=2, resume=True)
+    step_end = trainer_module.MetricsLog.on_step_end
+
+    def interrupted(self, args, state, control, **kw):
+        if state.global_step == 3:  # after checkpoint-2 and its evaluation
+            raise KeyboardInterrupt
+        return step_end(self, args, state, control, **kw)
+
+    monkeypatch.setattr(trainer_module.MetricsLog, "on_step_end", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg)
+    monkeypatch.undo()
+    train(cfg)
+    rows = [
+        json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [r["step"] for r in rows if "eval_loss" in r] == [0, 2, 4]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["steps"] == 4 and summary["validation"]["evaluations"] == 3
+
+
+@pytest.mark.parametrize("objective", ["sft", "dpo"])
+def test_every_option_reaches_the_trainers_arguments(objective, tmp_path):
+    """Each TrainConfig option a Trainer reads arrives in its TrainingArguments (DPO: TRL's
+    DPOConfig) as given, not as a default: an option dropped on the way trains silently."""
+    from calyrex.training.run import _training_args
+
+    cfg = TrainConfig(
+        model="m",
+        data="d",
+        out=str(tmp_path),
+        objective=objective,
+        lr=7e-4,
+        batch_size=3,
+        grad_accum=5,
+        max_steps=17,
+        scheduler="cosine_with_restarts",
+        warmup_ratio=0.2,
+        weight_decay=0.07,
+        seed=11,
+        save_steps=6,
+        save_total_limit=4,
+        logging_steps=7,
+        eval_data="v",
+        eval_steps=9,
+        group_by_length=True,
+        beta=0.3,
+        max_length=96,
+    )
+    args = _training_args(cfg, "fp32")
+    given = {
+        "learning_rate": 7e-4,
+        "per_device_train_batch_size": 3,
+        "per_device_eval_batch_size": 3,
+        "gradient_accumulation_steps": 5,
+        "max_steps": 17,
+        "lr_scheduler_type": "cosine_with_restarts",
+        "warmup_steps": 0.2,
+        "weight_decay": 0.07,
+        "seed": 11,
+        "data_seed": 11,
+        "save_steps": 6,
+        "save_total_limit": 4,
+        "logging_steps": 7,
+        "eval_steps": 9,
+        "eval_strategy": "steps",
+        "train_sampling_strategy": "group_by_length",
+        "include_num_input_tokens_seen": "non_padding",
+    }
+    if objective == "dpo":
+        given |= {"beta": 0.3, "max_length": 96, "truncation_mode": "keep_start"}
+    found = {k: getattr(args, k) for k in given}
+    found = {k: getattr(v, "value", v) for k, v in found.items()}  # the Trainer's enums
+    assert found == given
+    assert type(args).__name__ == ("DPOConfig" if objective == "dpo" else "TrainingArguments")
