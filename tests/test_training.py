@@ -891,3 +891,13 @@ def test_every_option_reaches_the_trainers_arguments(objective, tmp_path):
     found = {k: getattr(v, "value", v) for k, v in found.items()}  # the Trainer's enums
     assert found == given
     assert type(args).__name__ == ("DPOConfig" if objective == "dpo" else "TrainingArguments")
+
+
+def test_an_init_adapter_of_another_method_is_refused_by_name(backbone, tmp_path):
+    """--init-adapter continues an adapter of --method; one of another method is refused (it
+    would train under the wrong name and parameter count), the run's folder left without one."""
+    initial_adapter(tmp_path / "sft", "calyrex", seed=0)
+    cfg = _tiny_config(backbone, tmp_path / "run", max_steps=2, precision="fp32")
+    with pytest.raises(ValueError, match=r"is a calyrex adapter, not lora"):
+        train(dataclasses.replace(cfg, method="lora", init_adapter=str(tmp_path / "sft")))
+    assert not (tmp_path / "run" / "adapter").exists()
