@@ -299,6 +299,9 @@ def test_train_end_to_end_moves_the_adapter_and_saves_what_it_trained(
     assert (
         summary["trainable_params"] == result.trainable_params == summary["matched_params"][method]
     )
+    if method == "calyrex":  # the input_ids-only span markers travel with the adapter
+        record = json.loads((out / "adapter" / "adapter_config.json").read_text())
+        assert record["span_markers"] == calyrex.span_markers(tok).to_dict()
     loaded = calyrex.load_adapter(_base(), out / "adapter").eval()
     # every method's adapter loads trainable, as adapt gives it (the adapter contract)
     assert calyrex.count_trainable(loaded) == result.trainable_params
@@ -807,9 +810,12 @@ def test_tokens_per_second_count_the_tokens_since_the_last_log(tmp_path, monkeyp
     assert [(r["step"], r["tokens_per_s"]) for r in rows] == [(41, 500.0), (42, 1000.0)]
 
 
-def test_a_resumed_run_with_validation_evaluates_each_step_once(backbone, tmp_path, monkeypatch):
+def test_a_resumed_run_with_validation_logs_and_evaluates_each_step_once(
+    backbone, tmp_path, monkeypatch
+):
     """A run resumed from a checkpoint does not evaluate again at its start (``eval_on_start``
-    is the first attempt's): each evaluated step is logged once, as an uninterrupted run's."""
+    is the first attempt's), and what the killed attempt logged after that checkpoint is dropped
+    before the steps are run again: each step and evaluation is logged once."""
     from calyrex.training import trainer as trainer_module
 
     base_dir, data = backbone
@@ -820,7 +826,7 @@ def test_a_resumed_run_with_validation_evaluates_each_step_once(backbone, tmp_pa
     step_end = trainer_module.MetricsLog.on_step_end
 
     def interrupted(self, args, state, control, **kw):
-        if state.global_step == 3:  # after checkpoint-2 and its evaluation
+        if state.global_step == 4:  # after checkpoint-2, its evaluation and step 3's log
             raise KeyboardInterrupt
         return step_end(self, args, state, control, **kw)
 
@@ -828,11 +834,14 @@ def test_a_resumed_run_with_validation_evaluates_each_step_once(backbone, tmp_pa
     with pytest.raises(KeyboardInterrupt):
         train(cfg)
     monkeypatch.undo()
+    logged = (tmp_path / "run" / "metrics.jsonl").read_text()
+    assert '"step": 3' in logged  # not vacuous: a line past the checkpoint to drop
     train(cfg)
     rows = [
         json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     ]
     assert [r["step"] for r in rows if "eval_loss" in r] == [0, 2, 4]
+    assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3, 4]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 4 and summary["validation"]["evaluations"] == 3
 
