@@ -470,3 +470,21 @@ def test_the_fused_head_scores_only_the_completion_with_the_same_loss_and_gradie
     assert {k: v for k, v in ours[2].items() if k != "num_tokens"} == {
         k: v for k, v in theirs[2].items() if k != "num_tokens"
     }
+
+
+def test_validation_pairs_give_each_evaluations_rewards_by_step(backbone, tmp_path):
+    """--eval-data under DPO: each evaluation's reward metrics in summary.json with its step; at
+    step 0 the policy is its reference (margin 0), and on pairs it trains on the margin rises."""
+    base_dir, data = backbone
+    out = tmp_path / "run"
+    cfg = _config(base_dir, data, out, eval_data=str(data), eval_steps=1, precision="fp32")
+    train(cfg)
+    summary = json.loads((out / "summary.json").read_text())
+    rewards = summary["validation"]["rewards"]
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in logged if "eval_loss" in r]
+    assert [r["step"] for r in rewards] == [r["step"] for r in evals] == [0, 1, 2]
+    assert [r["rewards/margins"] for r in rewards] == [r["eval_rewards/margins"] for r in evals]
+    assert rewards[0]["rewards/margins"] == 0.0
+    assert rewards[-1]["rewards/margins"] > 0
+    assert summary["validation"]["best"]["step"] == 2  # the lowest DPO loss, kept as OUT/adapter

@@ -671,6 +671,7 @@ def test_validation_loss_is_logged_and_the_best_adapter_is_kept(
     best = min(evals, key=lambda e: e["eval_loss"])
     summary = json.loads((out / "summary.json").read_text())["validation"]
     assert summary["best"]["step"] == best["step"] and summary["evaluations"] == 5
+    assert summary["stopped_early"] is False  # every one of its 12 steps ran
     assert best["step"] == 6  # the scripted dip: not the last adapter, so the test can fail
 
     from calyrex.core.adapter_io import read_adapter
