@@ -911,3 +911,52 @@ def test_an_init_adapter_of_another_method_is_refused_by_name(backbone, tmp_path
     with pytest.raises(ValueError, match=r"is a calyrex adapter, not lora"):
         train(dataclasses.replace(cfg, method="lora", init_adapter=str(tmp_path / "sft")))
     assert not (tmp_path / "run" / "adapter").exists()
+
+
+def test_instruction_rows_sources_and_the_system_pool(tmp_path, tok):
+    """Alpaca/Dolly rows put their input or context after the instruction; ``#N`` keeps the first
+    N rows; the system pool's draw is the seed's (the same seed, the same prompts)."""
+    rows = [
+        {"instruction": "Summarise.", "input": "A long text.", "output": "Short."},
+        {"instruction": "Classify.", "context": "red, apple", "response": "fruit"},
+        {"instruction": "Say hi.", "input": "  ", "output": "Hi."},
+        *({"prompt": f"q{i}", "response": f"a{i}"} for i in range(12)),
+    ]
+    path = str(_write_jsonl(tmp_path / "d.jsonl", rows))
+    convs = load_conversations(path, system_pool=None)
+    users = [c[0]["content"] for c in convs[:3]]
+    assert users == ["Summarise.\n\nA long text.", "Classify.\n\nred, apple", "Say hi."]
+    assert [c[1]["content"] for c in convs[:3]] == ["Short.", "fruit", "Hi."]
+    assert len(load_conversations(f"{path}#4", system_pool=None)) == 4
+    pool = [f"system prompt {i}" for i in range(8)]
+
+    def systems(seed):
+        return [c[0]["content"] for c in load_conversations(path, system_pool=pool, seed=seed)]
+
+    assert systems(3) == systems(3) and len(set(systems(3))) > 1
+    assert systems(3) != systems(4)
+
+
+def test_a_conversation_whose_reply_is_cut_whole_is_skipped_and_counted(tok):
+    """A reply that max_length cuts off entirely leaves nothing to learn: the row is skipped
+    and counted, and ``kept`` counts the rows encoded, not those read."""
+    from calyrex.span.chat import encode_one
+    from calyrex.training.data import EncodeStats
+
+    long = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "word " * 40},
+        {"role": "assistant", "content": "Done."},
+    ]
+    short = [
+        *long[:1],
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello."},
+    ]
+    prompt = encode_one(tok, long[:2], add_generation_prompt=True)["input_ids"]
+    stats = EncodeStats()
+    rows = encode_conversations(tok, [long, short], max_length=len(prompt), stats=stats)
+    assert len(rows) == 1 and stats.summary() == {
+        "kept": 1,
+        "skipped": {"no_assistant_tokens_after_truncation": 1},
+    }
