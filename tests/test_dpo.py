@@ -488,3 +488,17 @@ def test_validation_pairs_give_each_evaluations_rewards_by_step(backbone, tmp_pa
     assert rewards[0]["rewards/margins"] == 0.0
     assert rewards[-1]["rewards/margins"] > 0
     assert summary["validation"]["best"]["step"] == 2  # the lowest DPO loss, kept as OUT/adapter
+
+
+def test_a_prompt_ending_with_a_reply_or_filling_max_length_is_refused_or_skipped(tok):
+    """A prompt whose last turn is the assistant's is refused (the reply goes in chosen); a
+    prompt that fills max_length leaves no room for either reply: skipped and counted."""
+    pair = _pairs(1)[0]
+    ended = {**pair, "prompt": [*pair["prompt"], {"role": "assistant", "content": "Sure."}]}
+    with pytest.raises(DataError, match="the prompt ends with an assistant turn"):
+        dpo.normalise_pair(ended, "row 1")
+    pairs = _pairs(3)  # the last has the longest prompt ("… please please")
+    longest = len(dpo.encode_pair(tok, pairs[2])["prompt_ids"])
+    stats = EncodeStats()
+    kept = dpo.encode_pairs(tok, pairs, longest, stats=stats)
+    assert stats.skipped == {"prompt_fills_max_length": 1} and len(kept) == stats.kept == 2
