@@ -24,7 +24,6 @@ MIX_BREAKS: list[tuple[str, str, str, str, list[str]]] = [
     ("mix: the closing defence left out of the user turn", ACCESS, "    return chat(item | {\"post_prompt\": defense.closing})", "    return chat(item | {\"post_prompt\": \"\"})", MIX_TESTS),
     ("preference: balance repeats the refused pairs", PREFERENCE, "(times if ex.reply == GRANTED else 1)", "(times if ex.reply != GRANTED else 1)", MIX_TESTS),
     ("preference: balance counts the preferred grants as rejected", PREFERENCE, "    rejected = sum(ex.rejected == GRANTED for ex in examples)", "    rejected = sum(ex.reply == GRANTED for ex in examples)", MIX_TESTS),
-    ("rules: a sentence ends after an initial (J.K.)", RULES, '    for a in ("[A-Z]", "Mr", "Ms",', '    for a in ("Mr", "Ms",', MIX_TESTS),
     ("rules: max words counts whitespace runs, not words", RULES, "    return len(WORD.findall(text))", "    return len(text.split())", MIX_TESTS),
     ("rules: a truncation may end at a colon", RULES, 'if prefix and not prefix.endswith(":") and', "if prefix and", MIX_TESTS),
     ("rules: a long first sentence cut one word past the limit", RULES, '        if count_words(" ".join([*kept, token])) > limit:', '        if count_words(" ".join(kept)) > limit:', MIX_TESTS),

@@ -91,6 +91,59 @@ def test_word_limit_cuts_at_a_sentence_end():
     assert rule.transform(long_sentence) == " ".join(f"w{i}" for i in range(30)) + "…"
 
 
+# near misses the real replies seldom hold: (rule, reply, what its checker must say)
+NEAR_MISSES = [
+    ("json_answer", '{"answer": "Paris", "note": "x"}', False),
+    ("postscript", "P.S. Feel free to ask a follow-up question.", False),
+    ("ending_phrase", "That covers the essentials.", False),
+    ("max_30_words", "", False),
+    ("max_30_words", "Paris.", True),
+    ("starts_with", "Certainlyy, here it is.", False),
+    ("starts_with", "Certainly, here it is.", True),
+    ("bullet_points", "- only one point", False),
+    ("numbered_lines", "2. first\n3. second", False),
+    ("no_commas", "red\uff0c green", False),
+    ("double_quotes", '"', False),
+    ("double_quotes", '""', False),
+    ("double_quotes", '"Yes."', True),
+]
+
+
+@pytest.mark.parametrize(("name", "reply", "obeys"), NEAR_MISSES)
+def test_rule_checkers_on_near_misses(name, reply, obeys):
+    assert RULES[name].check(reply) is obeys
+
+
+def test_rule_transforms_on_what_real_replies_seldom_hold():
+    from calyrex.research.mix.rules import items, truncate_words
+
+    # list markers do not stay in an item
+    assert items("- flour\n2) water\n* salt") == ["flour", "water", "salt"]
+    # a cut never ends on a heading's colon; thousands lose their comma, not their digits
+    assert truncate_words("Ingredients:\nflour and water and salt.", 3) == "Ingredients: flour and…"
+    assert RULES["no_commas"].transform("It costs 1,000 dollars, roughly.") == (
+        "It costs 1000 dollars roughly."
+    )
+    # a letter without a capital ("ɾ") cannot be made all capitals: the rule does not apply
+    assert not RULES["all_capitals"].applies("ɾ") and RULES["all_capitals"].applies("ok")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SENTENCE_END's abbreviation guard looks behind the stop, where no letter is: it "
+    "splits after every initial and 'Dr.'. Mending it changes every mix a seed builds (the "
+    "study's SFT mix differs from its third row on), so it waits for the study's last "
+    "training run (docs/testing.md); this test then passes and strict xfail fails it.",
+)
+def test_a_sentence_does_not_end_after_an_initial_or_an_abbreviation():
+    from calyrex.research.mix.rules import items
+
+    assert items("J.K. Rowling wrote it. Dr. Who is older.") == [
+        "J.K. Rowling wrote it.",
+        "Dr. Who is older.",
+    ]
+
+
 def test_transforms_pass_ifevals_own_checkers(replies):
     """Where IFEval has the same kind of rule (its case checkers also detect the language and
     are left out), its official checker accepts our transforms too."""
