@@ -1041,3 +1041,41 @@ def test_a_mix_is_made_again_for_a_new_recipe_until_a_run_trained_on_it(tmp_path
         (tmp_path / trained).rmdir()
     with pytest.raises(ValueError, match="and train/calyrex-late8th-s1, sweep/calyrex-sft"):
         make_mix(replace(FULL, val_rows=100), tmp_path)
+
+
+def test_a_mix_made_again_for_runs_that_trained_on_it_must_be_the_same_rows(tmp_path, monkeypatch):
+    """The mixes are not committed, their records are: on another machine the study makes them
+    again, and where runs trained on one, rows that differ from the record's sha256 (the mix's
+    code changed mid-study) stop the study with the record put back as it was."""
+    from pathlib import Path
+
+    from calyrex.research.mix import command
+    from calyrex.research.study.data import make_mix
+
+    rows = {"sft.jsonl": "a", "preference.jsonl": "p"}
+
+    def fake_mix(out, kind, n, seed, access, val, balance_grants):
+        text = rows[Path(out).name]
+        Path(out).write_text(text)
+        config = {"n": n, "seed": seed, "access": access, "val": val}
+        config |= {"balance_grants": balance_grants} if balance_grants else {}
+        record = {"config": config, "sha256": text, "validation": {"sha256": text + "v"}}
+        Path(out).with_suffix(".stats.json").write_text(json.dumps(record))
+
+    monkeypatch.setattr(command, "mix", fake_mix)
+    make_mix(FULL, tmp_path)
+    (tmp_path / "train" / "calyrex-late8th-s0").mkdir(parents=True)
+    recorded = (tmp_path / "data" / "sft.stats.json").read_text()
+    (tmp_path / "data" / "sft.jsonl").unlink()  # a new machine: the record, not the rows
+    make_mix(FULL, tmp_path)  # the same code: the same rows, made again
+    assert (tmp_path / "data" / "sft.jsonl").read_text() == "a"
+    (tmp_path / "data" / "sft.jsonl").unlink()
+    rows["sft.jsonl"] = "b"  # the mix's code changed
+    with pytest.raises(ValueError, match="rows differ from the ones train/calyrex-late8th-s0"):
+        make_mix(FULL, tmp_path)
+    assert (tmp_path / "data" / "sft.stats.json").read_text() == recorded
+    (tmp_path / "data" / "preference.jsonl").unlink()  # no run read the pairs: made anew
+    rows["preference.jsonl"] = "q"
+    (tmp_path / "data" / "sft.jsonl").write_text("a")
+    make_mix(FULL, tmp_path)
+    assert (tmp_path / "data" / "preference.jsonl").read_text() == "q"

@@ -15,7 +15,10 @@ def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
     """``OUT/data/sft.jsonl``, ``OUT/data/preference.jsonl`` (each with its validation split
     ``*.val.jsonl`` when the recipe holds one out) and the SFT mix of every other access
     rotation an arm names (``calyrex mix``), each once; a mix made with another recipe is made
-    again while nothing was trained on it (:func:`_trained_on`)."""
+    again while nothing was trained on it (:func:`_trained_on`). The mixes are not committed,
+    their records are: a mix made again on another machine for runs that trained on it must be
+    the same rows (its recorded sha256s), else the code that builds it changed mid-study and
+    the study stops, its record kept."""
     from ..mix.command import mix
 
     files = {
@@ -35,19 +38,44 @@ def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
         # calyrex mix's options, as its stats record them
         wanted = {"n": rows, "seed": seed, "access": access, "val": val, "balance_grants": balance}
         stats = path.with_suffix(".stats.json")
-        if path.is_file() and stats.is_file():
-            made = json.loads(stats.read_text())["config"]
-            if all(made.get(k, 0) == v for k, v in wanted.items()):
-                say(f"mix: {path} exists, not rebuilt")
-                continue
-            if trained := _trained_on(cfg, out, name):
-                raise ValueError(
-                    f"{path} was made with {made}, not {wanted}, and {', '.join(trained)} "
-                    "trained on it: use a new --out"
-                )
+        kept = stats.read_text() if stats.is_file() else None  # the record, as written
+        record = None if kept is None else json.loads(kept)
+        same = record is not None and all(
+            record["config"].get(k, 0) == v for k, v in wanted.items()
+        )
+        if same and path.is_file():
+            say(f"mix: {path} exists, not rebuilt")
+            continue
+        trained = _trained_on(cfg, out, name) if record is not None else []
+        if trained and not same:
+            raise ValueError(
+                f"{path} was made with {record['config']}, not {wanted}, and "
+                f"{', '.join(trained)} trained on it: use a new --out"
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         mix(out=str(path), kind=kind, **wanted)
+        if trained:  # made again (another machine) for the runs that read it: the same rows
+            _same_rows(path, stats, kept, trained)
     return out / "data"
+
+
+def _same_rows(path: Path, stats: Path, kept: str, trained: list[str]) -> None:
+    """A mix made again where its record was (``kept``, the record's text): the rows (and
+    validation rows) ``trained`` read must come back, sha256 for sha256; if not, the record is
+    put back as it was and the study stops."""
+    from ...core.adapter_io import atomic_write
+
+    records = (json.loads(kept), json.loads(stats.read_text()))
+    digests = [(r.get("sha256"), (r.get("validation") or {}).get("sha256")) for r in records]
+    if digests[0] == digests[1]:
+        return
+    atomic_write(stats, lambda tmp: Path(tmp).write_text(kept))
+    raise ValueError(
+        f"{path} was made again and its rows differ from the ones {', '.join(trained)} trained "
+        f"on (sha256 {digests[1][0]} against the recorded {digests[0][0]}): the code that builds "
+        "the mix changed since; make it with that code (the commit of the study's first run) "
+        "or use a new --out"
+    )
 
 
 def _trained_on(cfg: StudyConfig, out: Path, name: str) -> list[str]:
