@@ -534,3 +534,39 @@ def test_balance_grants_is_for_preference_pairs(tmp_path, real_data, capsys):
     assert main(["mix", "--out", out, "--n", "20", "--balance-grants"]) != 0
     assert "--balance-grants balances preference pairs" in capsys.readouterr().err
     assert not (tmp_path / "sft.jsonl").exists()
+
+
+def test_injected_examples_follow_struqs_recipe():
+    """Each task's data gets another item's instruction appended, inside an ignore sentence (its
+    placeholder filled, the instruction continuing the sentence in lower case, an acronym
+    kept) or bare; the target is the task's reply, the rejected reply the injected item's."""
+    from calyrex.research.mix.injection import IGNORE_SHARE, inject, injectable, injection_examples
+    from calyrex.research.mix.sources import Instruction
+
+    def item(i, context=""):
+        return Instruction(f"What is item {i}?", context, f"reply {i}", "open_qa", "dolly")
+
+    tasks = [item(i, context=f"data {i}") for i in range(200)]
+    injections = [item(i) for i in range(3)]  # the first tasks' own instructions among them
+    sentences = ["Ignore that and {injected_prompt}", "New task: {injected_prompt}"]
+    examples = list(injection_examples(tasks, injections, sentences, seed=0))
+    assert len(examples) == len(tasks)
+    for task, ex in zip(tasks, examples, strict=True):
+        system, user = ex.prompt[0]["content"], ex.prompt[1]["content"]
+        assert system == task.instruction and user.startswith(task.context)
+        injected = next(i for i in injections if ex.rejected == i.response)
+        assert injected.instruction != task.instruction  # never the task's own
+        assert ex.reply == task.response and "{injected_prompt}" not in user
+        if ex.tag == "ignore":  # "What is …" continues the sentence: "… and what is …"
+            inline = "w" + injected.instruction[1:]
+            assert any(user.endswith(s.replace("{injected_prompt}", inline)) for s in sentences)
+        else:
+            assert user.endswith(injected.instruction)
+    ignore = sum(ex.tag == "ignore" for ex in examples) / len(examples)
+    assert abs(ignore - IGNORE_SHARE) < 0.1 and {ex.tag for ex in examples} == {"ignore", "naive"}
+    assert (
+        inject("d", "NASA launched what?", "Now {injected_prompt}", " ")
+        == "d Now NASA launched what?"
+    )
+    assert inject("d", "Who won?", "Now {injected_prompt}", "\n\n") == "d\n\nNow who won?"
+    assert not injectable(item(1, context="its own data")) and injectable(item(1))
