@@ -268,3 +268,51 @@ def test_a_lora_adapter_is_measured_as_it_runs(tmp_path, tok):
     base, _ = calyrex.load_model(str(model_dir), None, "float32", "cpu")
     plain = analyze_model(base, tok, builtin_examples(), cfg)
     assert result["curves"]["patching_drop"]["mean"] != plain["curves"]["patching_drop"]["mean"]
+
+
+def test_running_stat_is_the_sample_mean_and_spread():
+    from calyrex.analysis.stats import RunningStat
+
+    stat = RunningStat()
+    for x in ([1.0, 10.0], [2.0, 10.0], [3.0, 10.0], [4.0, 10.0]):
+        stat.add(torch.tensor(x))
+    assert stat.to_dict() == {"mean": [2.5, 10.0], "std": [round((5 / 3) ** 0.5, 6), 0.0]}
+
+
+def test_the_probes_split_holds_out_each_rule_and_its_chance_is_the_majority():
+    from calyrex.analysis.probe import probe_accuracy, stratified_split
+
+    labels = [0] * 8 + [1] * 4 + [2]  # a rule seen once only trains
+    train, test = stratified_split(labels, 0.25, seed=0)
+    assert sorted(train + test) == list(range(13)) and 12 not in test
+    assert sorted(labels[i] for i in test) == [0, 0, 1]
+    assert stratified_split(labels, 0.25, seed=0) == (train, test)
+    assert {tuple(stratified_split(labels, 0.25, seed=s)[1]) for s in range(6)} != {tuple(test)}
+    features = torch.randn(13, 2, 3, generator=torch.Generator().manual_seed(0))
+    _, chance, size = probe_accuracy(features, labels, 0.25, seed=0)
+    assert (chance, size) == (round(2 / 3, 6), 3)
+
+
+def test_the_band_is_the_earliest_of_equal_windows_and_onset_is_half_the_maximum():
+    from calyrex.analysis.recommend import band_width, best_band, onset
+
+    assert [band_width(n) for n in (2, 8, 28, 30)] == [2, 2, 5, 5]
+    assert best_band([0, 1, 1, 0, 1, 1, 0], 2) == [1, 2]  # two equal windows: the earliest
+    assert onset([0.1, 0.4, 0.5, 1.0]) == 2 and onset([0.0, 0.2]) is None
+
+
+def test_the_uniform_share_is_the_causal_prefixs(tok):
+    """Uniform causal attention from position p spreads over p + 1 keys: the system span's
+    share there is the span tokens among them."""
+    rule, _ = encode_pair(tok, builtin_examples()[0], torch.device("cpu"))
+    span = rule.system_mask[0].float()
+    expected = [float(span[: p + 1].sum()) / (p + 1) for p in rule.positions.tolist()]
+    assert uniform_share(rule) == pytest.approx(sum(expected) / len(expected), abs=1e-6)
+    assert (rule.positions + 1).tolist() == torch.nonzero(
+        torch.tensor(
+            calyrex.encode_chat(tok, [builtin_examples()[0].conversation(False)], with_labels=True)[
+                "labels"
+            ][0]
+            != -100
+        )
+    ).flatten().tolist()  # each position predicts the next token, the response's
