@@ -20,6 +20,7 @@ from calyrex.research.mix import (
     access,
     build_preference,
     build_sft,
+    command,
     find_leaks,
     sources,
 )
@@ -133,7 +134,8 @@ def test_rule_transforms_on_what_real_replies_seldom_hold():
     reason="SENTENCE_END's abbreviation guard looks behind the stop, where no letter is: it "
     "splits after every initial and 'Dr.'. Mending it changes every mix a seed builds (the "
     "study's SFT mix differs from its third row on), so it waits for the study's last "
-    "training run (docs/testing.md); this test then passes and strict xfail fails it.",
+    "training run (docs/testing.md); this test then passes and strict xfail fails it, as "
+    "test_the_code_still_builds_the_studys_mixes does: the mend starts a new study's mix.",
 )
 def test_a_sentence_does_not_end_after_an_initial_or_an_abbreviation():
     from calyrex.research.mix.rules import items
@@ -667,3 +669,20 @@ def test_kinds_split_and_route_as_the_recipe_says(real_data):
     ]
     held = [[held_out(e, 0.5, seed) for e in examples] for seed in (0, 1)]
     assert held[0] != held[1] and 120 < sum(held[0]) < 280
+
+
+STUDY_DATA = Path(__file__).resolve().parents[1] / "results" / "study-real-smollm2-v2" / "data"
+
+
+@pytest.mark.parametrize("kind", ["sft", "preference"])
+def test_the_code_still_builds_the_studys_mixes(kind, real_data, tmp_path):
+    """The study's mixes are not committed, their records are: a machine that makes them again
+    must get the same rows, or seeds trained on two machines read different data. Any change to
+    the mix's code that moves a row (its order included) fails here, against the record."""
+    record = json.loads((STUDY_DATA / f"{kind}.stats.json").read_text())
+    options = {k: record["config"][k] for k in ("n", "seed", "access", "val")}
+    options["balance_grants"] = record["config"].get("balance_grants", False)
+    assert command.mix(out=str(tmp_path / f"{kind}.jsonl"), kind=kind, **options) == 0
+    made = json.loads((tmp_path / f"{kind}.stats.json").read_text())
+    assert made["sha256"] == record["sha256"]
+    assert made["validation"]["sha256"] == record["validation"]["sha256"]
