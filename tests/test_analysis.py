@@ -316,3 +316,15 @@ def test_the_uniform_share_is_the_causal_prefixs(tok):
             != -100
         )
     ).flatten().tolist()  # each position predicts the next token, the response's
+
+
+def test_the_probe_is_scored_on_held_out_examples():
+    """Noise with more features than examples: a probe fits its training split perfectly and
+    knows nothing, so only a held-out score stays near chance."""
+    from calyrex.analysis.probe import probe_accuracy
+
+    g = torch.Generator().manual_seed(0)
+    labels = [i % 4 for i in range(64)]
+    noise = torch.randn(64, 1, 256, generator=g)
+    accuracy, chance, _ = probe_accuracy(noise, labels, 0.25, seed=0)
+    assert accuracy[0] < chance + 0.35

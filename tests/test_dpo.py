@@ -502,3 +502,23 @@ def test_a_prompt_ending_with_a_reply_or_filling_max_length_is_refused_or_skippe
     stats = EncodeStats()
     kept = dpo.encode_pairs(tok, pairs, longest, stats=stats)
     assert stats.skipped == {"prompt_fills_max_length": 1} and len(kept) == stats.kept == 2
+
+
+def test_a_system_span_outside_the_shared_prompt_is_refused(tok, monkeypatch):
+    """A template that renders the system turn where the two replies' encodings part from the
+    prompt's (its last token here) would give the replies a span of their own: refused."""
+    real = dpo.encode_one
+    pair = _pairs(1)[0]
+    last = len(real(tok, pair["prompt"], add_generation_prompt=True)["input_ids"]) - 1
+
+    def system_last(tokenizer, messages, **kw):
+        row = real(tokenizer, messages, **kw)
+        if kw.get("add_generation_prompt"):  # the span on the prompt's last token
+            row["system_mask"] = [0] * last + [1]
+        else:  # where the replies' encodings part from the prompt's
+            row["input_ids"][last] += 1
+        return row
+
+    monkeypatch.setattr(dpo, "encode_one", system_last)
+    with pytest.raises(DataError, match="the system prompt does not lie in the prompt"):
+        dpo.encode_pair(tok, pair)
