@@ -328,3 +328,12 @@ def test_the_probe_is_scored_on_held_out_examples():
     noise = torch.randn(64, 1, 256, generator=g)
     accuracy, chance, _ = probe_accuracy(noise, labels, 0.25, seed=0)
     assert accuracy[0] < chance + 0.35
+
+
+def test_a_rule_without_system_prompt_tokens_is_refused(tok):
+    """An empty system prompt leaves the span empty: nothing to measure, refused by name."""
+    from dataclasses import replace
+
+    example = replace(builtin_examples()[0], system="", neutral_system="")
+    with pytest.raises(ValueError, match="rule 'capitals': no system prompt tokens"):
+        encode_pair(tok, example, torch.device("cpu"))

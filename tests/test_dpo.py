@@ -522,3 +522,21 @@ def test_a_system_span_outside_the_shared_prompt_is_refused(tok, monkeypatch):
     monkeypatch.setattr(dpo, "encode_one", system_last)
     with pytest.raises(DataError, match="the system prompt does not lie in the prompt"):
         dpo.encode_pair(tok, pair)
+
+
+def test_the_span_is_as_long_as_the_prompt_the_replies_share(tok, monkeypatch):
+    """Where the generation prompt's last token is not the replies' (a template that renders
+    the reply's header otherwise), the prompt is cut there, and its span with it."""
+    real = dpo.encode_one
+    pair = _pairs(1)[0]
+    last = len(real(tok, pair["prompt"], add_generation_prompt=True)["input_ids"]) - 1
+
+    def other_header(tokenizer, messages, **kw):
+        row = real(tokenizer, messages, **kw)
+        if not kw.get("add_generation_prompt"):
+            row["input_ids"][last] += 1
+        return row
+
+    monkeypatch.setattr(dpo, "encode_one", other_header)
+    row = dpo.encode_pair(tok, pair)
+    assert len(row["prompt_ids"]) == len(row["system_mask"]) == last

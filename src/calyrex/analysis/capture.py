@@ -54,7 +54,9 @@ def encode_pair(tokenizer: Any, ex: RuleExample, device: torch.device) -> tuple[
     if not torch.equal(rule.targets, neutral.targets):
         raise ValueError(f"rule {ex.rule_id!r}: the response tokenises differently in the two runs")
     if not rule.system_mask.any():
-        raise ValueError(f"rule {ex.rule_id!r}: the chat template dropped the system prompt")
+        raise ValueError(
+            f"rule {ex.rule_id!r}: no system prompt tokens (empty, or dropped by the template)"
+        )
     return rule, neutral
 
 
