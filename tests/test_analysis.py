@@ -1,6 +1,7 @@
 """The analysis on tiny models whose answers are known by construction."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -144,6 +145,8 @@ def test_block_attention_entropy(tok):
     )
     blocks = analyze_model(wrapped, tok, builtin_examples(), CFG)["blocks"]
     assert min(blocks["output_norm"]["mean"]) > 0
+    # relative: over the residual's norm, which is not 1 here
+    assert blocks["relative_output_norm"]["mean"] != blocks["output_norm"]["mean"]
     assert all(0 < e < 1 for e in blocks["attention_entropy_normalized"]["mean"])
     with torch.no_grad():  # zero queries: uniform over the span, normalised entropy exactly 1
         for block in wrapped.cal_blocks.values():
@@ -337,3 +340,32 @@ def test_a_rule_without_system_prompt_tokens_is_refused(tok):
     example = replace(builtin_examples()[0], system="", neutral_system="")
     with pytest.raises(ValueError, match="rule 'capitals': no system prompt tokens"):
         encode_pair(tok, example, torch.device("cpu"))
+
+
+def test_span_attention_and_its_entropy_count_only_the_visible_keys():
+    """Attention probabilities are 0 on keys a query may not see, and the normalised entropy
+    divides by log(#visible keys): uniform over 2 of 4 keys is 1, not 0.5."""
+    from types import SimpleNamespace
+
+    from calyrex.analysis.blocks import entropy, span_attention
+
+    block = SimpleNamespace(
+        cal_attn_norm=lambda h: h,
+        cal_q_proj=lambda x: torch.zeros(x.shape[0], 2),  # zero queries: uniform scores
+        heads=1,
+        kv_heads=1,
+        head_dim=2,
+    )
+    keys = torch.randn(1, 4, 2)  # (Hkv, S, Dh)
+    visible = torch.tensor([[True, True, False, False]])  # one query sees the first two keys
+    probs = span_attention(block, torch.zeros(1, 3, 2), keys, visible, torch.tensor([2]))
+    assert probs.tolist() == [[[0.5, 0.5, 0.0, 0.0]]]
+    nats, normalised = entropy(probs, visible)
+    assert nats == pytest.approx(math.log(2)) and normalised == pytest.approx(1.0)
+
+
+def test_the_analysis_gives_the_model_back_as_it_was(tok):
+    """Eager attention (for the weights) and eval mode only while it runs."""
+    model = tiny_model("qwen2", num_hidden_layers=2, attn_implementation="sdpa").train()
+    analyze_model(model, tok, builtin_examples(), AnalysisConfig(max_examples=16, progress=False))
+    assert model.config._attn_implementation == "sdpa" and model.training
