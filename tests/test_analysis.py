@@ -369,3 +369,21 @@ def test_the_analysis_gives_the_model_back_as_it_was(tok):
     model = tiny_model("qwen2", num_hidden_layers=2, attn_implementation="sdpa").train()
     analyze_model(model, tok, builtin_examples(), AnalysisConfig(max_examples=16, progress=False))
     assert model.config._attn_implementation == "sdpa" and model.training
+
+
+def test_a_sure_but_negligible_rise_locates_nothing():
+    """A rise far above its standard errors but under its measure's floor (1 % of the residual)
+    says nothing about where."""
+    from calyrex.analysis.recommend import FLOORS
+
+    tiny = {"mean": [0.0, 0.0, 0.5 * FLOORS["system_prompt_effect"]] * 2, "std": [1e-6] * 6}
+    flat = {"mean": [0.0] * 6, "std": [0.0] * 6}
+    curves = {
+        "system_prompt_effect": tiny,
+        "rule_probe_accuracy": [0.25] * 6,
+        "rule_probe_chance": 0.25,
+        "rule_probe_test_size": 16,
+        "system_attention": flat,
+        "patching_drop": flat,
+    }
+    assert recommend(curves, 6, count=1000)["recommended_placement"] is None
