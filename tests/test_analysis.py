@@ -387,3 +387,22 @@ def test_a_sure_but_negligible_rise_locates_nothing():
         "patching_drop": flat,
     }
     assert recommend(curves, 6, count=1000)["recommended_placement"] is None
+
+
+def test_the_system_prompt_effect_is_relative_to_the_residual(tok):
+    """The effect at a layer: how far the rule's run is from the neutral one, over the rule
+    run's residual norm, averaged over the response positions and then the examples."""
+    from calyrex.analysis.capture import capture
+
+    model = known_model(5, num_layers=6).eval()
+    kept = sorted({e.rule_id for e in builtin_examples()})[:2]  # two rules, two examples each
+    examples = [e for e in builtin_examples() if e.rule_id in kept]
+    examples = [e for r in kept for e in [x for x in examples if x.rule_id == r][:2]]
+    result = analyze_model(model, tok, examples, AnalysisConfig(progress=False))
+    expected = torch.zeros(6, dtype=torch.float64)
+    for ex in examples:
+        rule, neutral = encode_pair(tok, ex, torch.device("cpu"))
+        r, n = capture(model, rule).hidden, capture(model, neutral).hidden  # (L, n, D)
+        expected += ((r - n).norm(dim=-1) / r.norm(dim=-1)).mean(-1).double() / len(examples)
+    effect = result["curves"]["system_prompt_effect"]["mean"]
+    assert effect == pytest.approx(expected.tolist(), abs=1e-5) and max(effect) > 0.05
