@@ -406,3 +406,9 @@ def test_the_system_prompt_effect_is_relative_to_the_residual(tok):
         expected += ((r - n).norm(dim=-1) / r.norm(dim=-1)).mean(-1).double() / len(examples)
     effect = result["curves"]["system_prompt_effect"]["mean"]
     assert effect == pytest.approx(expected.tolist(), abs=1e-5) and max(effect) > 0.05
+
+
+def test_one_rule_is_refused_before_any_forward(tok):
+    one = [e for e in builtin_examples() if e.rule_id == builtin_examples()[0].rule_id]
+    with pytest.raises(ValueError, match="at least two different rules"):
+        analyze_model(tiny_model("qwen2", num_hidden_layers=2), tok, one, CFG)
