@@ -15,8 +15,10 @@ whose ``src`` differs from its commit is refused. A break no test catches is a h
 ``--tree`` is a scratch checkout (the breaks are written into it and reverted, one at a time);
 the tests run with this interpreter and the tree's ``src`` first on ``PYTHONPATH``. ``--out`` is
 appended to and resumed from (a break already recorded is skipped); ``NAME`` runs the breaks
-whose description contains it. ``--table`` rewrites docs/testing.md's ``code-breaks`` block from
-the record; ``--check`` changes nothing and exits 1 when the block is stale.
+whose description contains it; ``--tests "ARGS"`` runs those pytest arguments instead of each
+break's own list (a second pass: a first pass's survivors on the tests written for them; the
+record and the table name what ran). ``--table`` rewrites docs/testing.md's ``code-breaks``
+block from the record; ``--check`` changes nothing and exits 1 when the block is stale.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -269,7 +272,9 @@ def _stop(signum: int, frame: object) -> None:
     raise SystemExit(f"stopped by signal {signum}")  # so the break in hand is reverted
 
 
-def run(tree: Path, out: Path, only: list[str]) -> None:
+def run(tree: Path, out: Path, only: list[str], tests: list[str] | None = None) -> None:
+    """Each break not yet in ``out`` (of ``only``'s, when given) on its own test list, or on
+    ``tests`` (a second pass on the tests written for a first pass's survivors)."""
     dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--", "src"],
                            capture_output=True, text=True, check=True).stdout  # fmt: skip
     if dirty:
@@ -280,7 +285,7 @@ def run(tree: Path, out: Path, only: list[str]) -> None:
     for name, *rest in BREAKS:
         if name in done or (only and not any(o in name for o in only)):
             continue
-        record = break_once(tree, name, *rest)
+        record = break_once(tree, name, *rest[:-1], tests or rest[-1])
         print(f"{record['failed']:3d} failed  {name}", flush=True)
         with out.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
@@ -319,6 +324,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "breaks" / "code.jsonl")
     parser.add_argument("--table", type=Path, help="write docs/testing.md's block from this record")
     parser.add_argument("--check", action="store_true", help="with --table: exit 1 when stale")
+    parser.add_argument(
+        "--tests", help="pytest arguments run instead of each break's own list (a second pass)"
+    )
     args = parser.parse_args()
     if args.table:
         records = read_records(args.table)
@@ -333,7 +341,7 @@ def main() -> int:
         parser.error("give --tree (a scratch checkout) or --table")
     if args.tree.resolve() == ROOT:
         parser.error("--tree must be a scratch checkout, not this one (breaks are written into it)")
-    run(args.tree.resolve(), args.out, args.names)
+    run(args.tree.resolve(), args.out, args.names, shlex.split(args.tests) if args.tests else None)
     return 0
 
 
