@@ -1079,3 +1079,30 @@ def test_a_mix_made_again_for_runs_that_trained_on_it_must_be_the_same_rows(tmp_
     (tmp_path / "data" / "sft.jsonl").write_text("a")
     make_mix(FULL, tmp_path)
     assert (tmp_path / "data" / "preference.jsonl").read_text() == "q"
+
+
+def test_a_sweep_recorded_for_another_grid_is_swept_again(tmp_path, monkeypatch):
+    """chosen.json's choice stands for the grid it was swept on only: a recipe with another grid
+    sweeps again (the values already trained are read back, not trained twice)."""
+    import calyrex.research.study.train as study_train
+
+    monkeypatch.setattr(study_train, "_sweep_loss", lambda c, a, k, lr, *rest: abs(lr - 3e-4))
+    monkeypatch.setattr(study_train, "_val", lambda *a: tmp_path)
+    (tmp_path / "sweep").mkdir()
+    old = {"lora-sft": {"lr": 1e-2, "grid": [1e-2, 3e-2], "extend": FULL.sweep_extend}}
+    (tmp_path / "sweep" / "chosen.json").write_text(json.dumps(old))
+    assert study_train.chosen_lr(FULL, FULL.arm("lora"), tmp_path, tmp_path) == 3e-4
+    chosen = json.loads((tmp_path / "sweep" / "chosen.json").read_text())["lora-sft"]
+    assert chosen["grid"] == list(FULL.lr_grid)
+
+
+def test_an_evaluation_that_did_not_finish_ok_is_not_finished(tmp_path):
+    from calyrex.research.study.plan import finished
+
+    suite = FULL.suites[0]
+    where = tmp_path / "eval" / "base" / suite.key
+    where.mkdir(parents=True)
+    (where / f"{suite.name}.json").write_text(json.dumps({"status": "error", "seconds": 3}))
+    assert finished(tmp_path, "base", suite) is None
+    (where / f"{suite.name}.json").write_text(json.dumps({"status": "ok", "seconds": 3}))
+    assert finished(tmp_path, "base", suite) == {"status": "ok", "seconds": 3}
