@@ -1106,3 +1106,15 @@ def test_an_evaluation_that_did_not_finish_ok_is_not_finished(tmp_path):
     assert finished(tmp_path, "base", suite) is None
     (where / f"{suite.name}.json").write_text(json.dumps({"status": "ok", "seconds": 3}))
     assert finished(tmp_path, "base", suite) == {"status": "ok", "seconds": 3}
+
+
+def test_an_equal_time_arm_takes_its_steps_from_the_seconds(tmp_path):
+    """The first study's equal-wall-time arm: its reference's seconds over its own method's
+    seconds a step (here LoRA took 1,000 s, CALYREX 2.5 s a step: 400 steps, not LoRA's 100)."""
+    from calyrex.research.study.train import _steps
+
+    for run, record in {"lora-s0": (1000.0, 100), "calyrex-late8th-s0": (250.0, 100)}.items():
+        (tmp_path / "train" / run).mkdir(parents=True)
+        summary = {"seconds": record[0], "steps": record[1]}
+        (tmp_path / "train" / run / "summary.json").write_text(json.dumps(summary))
+    assert _steps(V1, V1.arm("calyrex-equal-time"), tmp_path) == 400
