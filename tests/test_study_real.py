@@ -1118,3 +1118,43 @@ def test_an_equal_time_arm_takes_its_steps_from_the_seconds(tmp_path):
         summary = {"seconds": record[0], "steps": record[1]}
         (tmp_path / "train" / run / "summary.json").write_text(json.dumps(summary))
     assert _steps(V1, V1.arm("calyrex-equal-time"), tmp_path) == 400
+
+
+def test_an_arm_trains_to_convergence_with_its_patience_once(tmp_path, monkeypatch):
+    """train_arm: a finished run is not trained again; a run to convergence gets the recipe's
+    epochs, evaluation steps and patience; a DPO arm reads the preference mix's validation
+    split, which its own recipe size decides."""
+    from dataclasses import replace
+
+    import calyrex.research.study.train as study_train
+
+    calls = []
+    monkeypatch.setattr(study_train, "_train", lambda *a, **kw: calls.append((a[1].label, kw)))
+    monkeypatch.setattr(study_train, "chosen_lr", lambda *a: 1e-3)
+    monkeypatch.setattr(study_train, "_pair_kinds", lambda *a: None)
+    arm = FULL.arm("lora")
+    study_train.train_arm(FULL, arm, 0, tmp_path / "data", tmp_path, None)
+    ((label, budget),) = calls
+    assert budget["patience"] == FULL.patience and budget["epochs"] == FULL.epochs
+    assert budget["eval_steps"] == FULL.eval_steps
+    (tmp_path / "train" / "lora-s0").mkdir(parents=True)
+    (tmp_path / "train" / "lora-s0" / "summary.json").write_text("{}")
+    study_train.train_arm(FULL, arm, 0, tmp_path / "data", tmp_path, None)
+    assert len(calls) == 1  # finished: not trained again
+    no_sft_val = replace(FULL, val_rows=0)
+    dpo = next(a for a in FULL.arms if a.objective == "dpo")
+    assert study_train._val(no_sft_val, tmp_path, dpo) is not None
+    assert study_train._val(no_sft_val, tmp_path, arm) is None
+
+
+def test_the_validation_curve_is_the_logged_validation_losses(tmp_path):
+    from calyrex.research.study.curves import eval_losses
+
+    rows = [
+        {"step": 0, "eval_loss": 2.5},
+        {"step": 20, "loss": 2.9},
+        {"step": 100, "eval_loss": 2.4},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert eval_losses(tmp_path / "metrics.jsonl") == [(0, 2.5), (100, 2.4)]
+    assert eval_losses(tmp_path / "none.jsonl") == []
