@@ -1071,9 +1071,11 @@ def test_a_mix_made_again_for_runs_that_trained_on_it_must_be_the_same_rows(tmp_
     assert (tmp_path / "data" / "sft.jsonl").read_text() == "a"
     (tmp_path / "data" / "sft.jsonl").unlink()
     rows["sft.jsonl"] = "b"  # the mix's code changed
-    with pytest.raises(ValueError, match="rows differ from the ones train/calyrex-late8th-s0"):
-        make_mix(FULL, tmp_path)
-    assert (tmp_path / "data" / "sft.stats.json").read_text() == recorded
+    for _ in range(2):  # the rows made are removed: a second try is refused again
+        with pytest.raises(ValueError, match="rows differ from the ones train/calyrex-late8th-s0"):
+            make_mix(FULL, tmp_path)
+        assert (tmp_path / "data" / "sft.stats.json").read_text() == recorded
+        assert not (tmp_path / "data" / "sft.jsonl").exists()
     (tmp_path / "data" / "preference.jsonl").unlink()  # no run read the pairs: made anew
     rows["preference.jsonl"] = "q"
     (tmp_path / "data" / "sft.jsonl").write_text("a")

@@ -61,14 +61,18 @@ def make_mix(cfg: StudyConfig, out: Path, seed: int = 0) -> Path:
 
 def _same_rows(path: Path, stats: Path, kept: str, trained: list[str]) -> None:
     """A mix made again where its record was (``kept``, the record's text): the rows (and
-    validation rows) ``trained`` read must come back, sha256 for sha256; if not, the record is
-    put back as it was and the study stops."""
+    validation rows) ``trained`` read must come back, sha256 for sha256; if not, the rows made
+    are removed (a later run would take them for the record's), the record is put back as it
+    was and the study stops."""
     from ...core.adapter_io import atomic_write
+    from ..mix.command import val_path
 
     records = (json.loads(kept), json.loads(stats.read_text()))
     digests = [(r.get("sha256"), (r.get("validation") or {}).get("sha256")) for r in records]
     if digests[0] == digests[1]:
         return
+    for made in (val_path(path), path):
+        made.unlink(missing_ok=True)
     atomic_write(stats, lambda tmp: Path(tmp).write_text(kept))
     raise ValueError(
         f"{path} was made again and its rows differ from the ones {', '.join(trained)} trained "
