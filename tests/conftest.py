@@ -109,3 +109,22 @@ def assert_every_tensor_moved(initial, final):
     assert initial and initial.keys() == final.keys()
     unmoved = [k for k in initial if torch.equal(initial[k], final[k])]
     assert unmoved == [], f"{len(unmoved)} of {len(initial)} adapter tensors never moved"
+
+
+def train_killed_at(cfg, step):
+    """``train(cfg)`` stopped as a kill stops it, when step ``step`` ends: before that step is
+    logged, evaluated or saved (what an interrupted session leaves behind)."""
+    from calyrex.training import train
+    from calyrex.training.trainer import MetricsLog
+
+    step_end = MetricsLog.on_step_end
+
+    def interrupted(self, args, state, control, **kw):
+        if state.global_step == step:
+            raise KeyboardInterrupt
+        return step_end(self, args, state, control, **kw)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(MetricsLog, "on_step_end", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            train(cfg)

@@ -18,7 +18,7 @@ from calyrex.span.markers import detect_system_mask, span_markers_reason
 from calyrex.training import DataError, TrainConfig, train
 from calyrex.training import run as run_module
 from calyrex.training.data import EncodeStats
-from conftest import assert_every_tensor_moved, capture_trained, trainable
+from conftest import assert_every_tensor_moved, capture_trained, train_killed_at, trainable
 
 dpo = pytest.importorskip("calyrex.training.dpo")
 from trl.trainer.utils import add_fused_lm_head  # noqa: E402
@@ -240,9 +240,7 @@ def test_the_span_in_a_dpo_batch_is_the_prompts_system_span(tok, tmp_path):
 
 
 @pytest.mark.parametrize("start", ["fresh", "sft"])
-def test_resumed_after_an_interruption_equals_uninterrupted(
-    start, backbone, tmp_path, monkeypatch, tok
-):
+def test_resumed_after_an_interruption_equals_uninterrupted(start, backbone, tmp_path, tok):
     """Also from an SFT adapter: the resumed run's reference is still that adapter, not the
     checkpoint it resumes from (its margins would start again from 0)."""
     config = calyrex.CalyrexConfig(placement="late_half")
@@ -255,20 +253,8 @@ def test_resumed_after_an_interruption_equals_uninterrupted(
     initial = load_file(tmp_path / "initial" / "adapter_model.safetensors")
     cfg = _config(*backbone, tmp_path / "full", max_steps=4, batch_size=4, save_steps=2, **init)
     train(cfg)
-    from calyrex.training import trainer as trainer_module
-
-    step_end = trainer_module.MetricsLog.on_step_end
-
-    def interrupted(self, args, state, control, **kw):
-        if state.global_step == 3:  # after checkpoint-2, before step 3 is logged or saved
-            raise KeyboardInterrupt
-        return step_end(self, args, state, control, **kw)
-
     killed = dataclasses.replace(cfg, out=str(tmp_path / "killed"))
-    monkeypatch.setattr(trainer_module.MetricsLog, "on_step_end", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        train(killed)
-    monkeypatch.undo()
+    train_killed_at(killed, 3)  # after checkpoint-2, before step 3 is logged or saved
     assert sorted(p.name for p in (tmp_path / "killed").glob("checkpoint-*")) == ["checkpoint-2"]
     at_kill = load_file(tmp_path / "killed" / "checkpoint-2" / "adapter_model.safetensors")
     train(dataclasses.replace(killed, resume=True))
@@ -504,22 +490,30 @@ def test_a_prompt_ending_with_a_reply_or_filling_max_length_is_refused_or_skippe
     assert stats.skipped == {"prompt_fills_max_length": 1} and len(kept) == stats.kept == 2
 
 
-def test_a_system_span_outside_the_shared_prompt_is_refused(tok, monkeypatch):
-    """A template that renders the system turn where the two replies' encodings part from the
-    prompt's (its last token here) would give the replies a span of their own: refused."""
+def _replies_part_at_the_prompts_last_token(monkeypatch, tok, pair, span_there=False):
+    """``encode_one`` as under a template whose reply encodings part from the prompt's (with its
+    generation prompt) at the prompt's last token, there holding the span when ``span_there``;
+    that token's index."""
     real = dpo.encode_one
-    pair = _pairs(1)[0]
     last = len(real(tok, pair["prompt"], add_generation_prompt=True)["input_ids"]) - 1
 
-    def system_last(tokenizer, messages, **kw):
+    def patched(tokenizer, messages, **kw):
         row = real(tokenizer, messages, **kw)
-        if kw.get("add_generation_prompt"):  # the span on the prompt's last token
-            row["system_mask"] = [0] * last + [1]
-        else:  # where the replies' encodings part from the prompt's
+        if not kw.get("add_generation_prompt"):
             row["input_ids"][last] += 1
+        elif span_there:
+            row["system_mask"] = [0] * last + [1]
         return row
 
-    monkeypatch.setattr(dpo, "encode_one", system_last)
+    monkeypatch.setattr(dpo, "encode_one", patched)
+    return last
+
+
+def test_a_system_span_outside_the_shared_prompt_is_refused(tok, monkeypatch):
+    """A template that renders the system turn where the two replies' encodings part from the
+    prompt's would give the replies a span of their own: refused."""
+    pair = _pairs(1)[0]
+    _replies_part_at_the_prompts_last_token(monkeypatch, tok, pair, span_there=True)
     with pytest.raises(DataError, match="the system prompt does not lie in the prompt"):
         dpo.encode_pair(tok, pair)
 
@@ -527,16 +521,7 @@ def test_a_system_span_outside_the_shared_prompt_is_refused(tok, monkeypatch):
 def test_the_span_is_as_long_as_the_prompt_the_replies_share(tok, monkeypatch):
     """Where the generation prompt's last token is not the replies' (a template that renders
     the reply's header otherwise), the prompt is cut there, and its span with it."""
-    real = dpo.encode_one
     pair = _pairs(1)[0]
-    last = len(real(tok, pair["prompt"], add_generation_prompt=True)["input_ids"]) - 1
-
-    def other_header(tokenizer, messages, **kw):
-        row = real(tokenizer, messages, **kw)
-        if not kw.get("add_generation_prompt"):
-            row["input_ids"][last] += 1
-        return row
-
-    monkeypatch.setattr(dpo, "encode_one", other_header)
+    last = _replies_part_at_the_prompts_last_token(monkeypatch, tok, pair)
     row = dpo.encode_pair(tok, pair)
     assert len(row["prompt_ids"]) == len(row["system_mask"]) == last

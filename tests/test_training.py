@@ -20,7 +20,7 @@ from calyrex.backbones.tiny import tiny_model, tiny_tokenizer
 from calyrex.span.chat import IGNORE_INDEX
 from calyrex.training import DataError, TrainConfig, load_conversations, train
 from calyrex.training.data import encode_conversations
-from conftest import assert_every_tensor_moved, capture_trained, trainable
+from conftest import assert_every_tensor_moved, capture_trained, train_killed_at, trainable
 
 METHODS = ["calyrex", "lora", "parallel_mlp"]
 
@@ -746,32 +746,18 @@ def test_a_run_restarted_without_a_checkpoint_logs_each_step_once(backbone, tmp_
 
 
 @pytest.mark.parametrize("checkpoint", ["with_clock", "from_before_the_clock"])
-def test_a_resumed_runs_seconds_are_summed_over_its_attempts(
-    checkpoint, backbone, tmp_path, monkeypatch
-):
+def test_a_resumed_runs_seconds_are_summed_over_its_attempts(checkpoint, backbone, tmp_path):
     """``summary.json``'s seconds are the run's, not the last attempt's (the study's report
     divides them by the steps): the checkpoint resumed from carries the seconds up to it. A
     checkpoint written before the clock existed resumes too, counting this attempt only."""
-    from calyrex.training import trainer as trainer_module
-
     cfg = _tiny_config(
         backbone, tmp_path / "run", max_steps=4, save_steps=2, logging_steps=1, precision="fp32"
     )
-    step_end = trainer_module.MetricsLog.on_step_end
-
-    def interrupted(self, args, state, control, **kw):
-        if state.global_step == 3:  # after checkpoint-2
-            raise KeyboardInterrupt
-        return step_end(self, args, state, control, **kw)
-
     # a run in one attempt: its seconds are that attempt's, setup included once
     train(dataclasses.replace(cfg, out=str(tmp_path / "whole")))
     whole = json.loads((tmp_path / "whole" / "summary.json").read_text())
     assert whole["seconds"] == pytest.approx(whole["seconds_this_attempt"], abs=0.02)
-    monkeypatch.setattr(trainer_module.MetricsLog, "on_step_end", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        train(cfg)
-    monkeypatch.undo()
+    train_killed_at(cfg, 3)  # after checkpoint-2
     state_file = tmp_path / "run" / "checkpoint-2" / "trainer_state.json"
     state = json.loads(state_file.read_text())
     assert state["stateful_callbacks"]["Clock"]["attributes"]["seconds"] > 0
@@ -811,30 +797,16 @@ def test_tokens_per_second_count_the_tokens_since_the_last_log(tmp_path, monkeyp
     assert [(r["step"], r["tokens_per_s"]) for r in rows] == [(41, 500.0), (42, 1000.0)]
 
 
-def test_a_resumed_run_with_validation_logs_and_evaluates_each_step_once(
-    backbone, tmp_path, monkeypatch
-):
+def test_a_resumed_run_with_validation_logs_and_evaluates_each_step_once(backbone, tmp_path):
     """A run resumed from a checkpoint does not evaluate again at its start (``eval_on_start``
     is the first attempt's), and what the killed attempt logged after that checkpoint is dropped
     before the steps are run again: each step and evaluation is logged once."""
-    from calyrex.training import trainer as trainer_module
-
     base_dir, data = backbone
     cfg = _tiny_config(
         backbone, tmp_path / "run", max_steps=4, save_steps=2, logging_steps=1, precision="fp32"
     )
     cfg = dataclasses.replace(cfg, eval_data=str(data), eval_steps=2, resume=True)
-    step_end = trainer_module.MetricsLog.on_step_end
-
-    def interrupted(self, args, state, control, **kw):
-        if state.global_step == 4:  # after checkpoint-2, its evaluation and step 3's log
-            raise KeyboardInterrupt
-        return step_end(self, args, state, control, **kw)
-
-    monkeypatch.setattr(trainer_module.MetricsLog, "on_step_end", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        train(cfg)
-    monkeypatch.undo()
+    train_killed_at(cfg, 4)  # after checkpoint-2, its evaluation and step 3's log
     logged = (tmp_path / "run" / "metrics.jsonl").read_text()
     assert '"step": 3' in logged  # not vacuous: a line past the checkpoint to drop
     train(cfg)
