@@ -45,10 +45,11 @@ CHATML_END = "<|im_end|>"
 def end_ids(tokenizer: Any, model: Any = None) -> set[int]:
     """The tokens that end a reply: :func:`calyrex.core.hf.eos_ids` (the model's generation
     config's and the tokenizer's end of sequence) and ChatML's end of turn where the tokenizer
-    has it (looked up by name, a missing token would read as the unknown token's id)."""
+    has it (looked up by name, a missing token reads as the unknown token's id, or None)."""
     ends = hf.eos_ids(model, tokenizer)
-    if CHATML_END in tokenizer.get_vocab():
-        ends.add(tokenizer.convert_tokens_to_ids(CHATML_END))
+    turn = tokenizer.convert_tokens_to_ids(CHATML_END)
+    if turn != tokenizer.unk_token_id:
+        ends.add(turn)
     return {e for e in ends if isinstance(e, int) and e >= 0}
 
 
