@@ -254,13 +254,13 @@ def test_a_batch_gives_each_conversation_its_own_reply_in_order(generator):
     """Batched replies (length-sorted, left-padded) equal the one-by-one replies, in the order
     asked, and the tokenizer keeps its padding side."""
     tok = generator.tokenizer
-    tok.padding_side = "right"  # a tokenizer set up for training: generation pads left anyway
+    side, tok.padding_side = tok.padding_side, "right"  # set up for training: generation pads left
     try:
         batched = generator.chat(CONVERSATIONS)
         assert tok.padding_side == "right"
         alone = [generator.chat([c])[0] for c in CONVERSATIONS]
     finally:
-        tok.padding_side = "left"
+        tok.padding_side = side
     assert batched == alone
     assert len(set(alone)) > 1  # the prompts differ in their replies: order is tested
 
