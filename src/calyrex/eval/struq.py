@@ -124,8 +124,9 @@ STOP = frozenset(
 # the access game's replies and stock refusals: the words of "Access denied. I can't help with
 # that." (access, denied, help) are no answer to a task whose instruction says "help"; they are
 # taken out of a reply before its content words are read. The game's refusal is taken to the
-# end of its sentence: a DPO-trained model says "Sorry, that is not the right order." (or
-# "video", "name") to tasks about courses in order, a video's hook, a named restaurant
+# end of its sentence: DPO-trained models say "Sorry, that is not the right order." (or "video",
+# "name") to tasks about courses in order or a video's hook, and "No. That is not the right
+# equation." to "Solve this equation."
 NOT_AN_ANSWER = re.compile(
     r"access (?:granted|denied)|(?:sorry, )?that is not the right\b[^.!?\n]*"
     r"|\bi (?:can't|can’t|cannot|can not) help(?: you)?(?: with (?:that|this|it))?",
