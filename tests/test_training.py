@@ -932,3 +932,23 @@ def test_a_conversation_whose_reply_is_cut_whole_is_skipped_and_counted(tok):
         "kept": 1,
         "skipped": {"no_assistant_tokens_after_truncation": 1},
     }
+
+
+def test_the_train_command_leaves_the_process_group_of_a_finished_run(tmp_path, monkeypatch):
+    """Under torchrun the command's process owns its group: a finished run destroys it while
+    the interpreter is whole (left to exit, gloo's threads can abort a rank: SIGABRT)."""
+    import torch.distributed as dist
+
+    import calyrex.training.run as run
+    from calyrex.training.command import train_command
+
+    monkeypatch.setattr(run, "train", lambda cfg: None)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        train_command(model="m", data="d", out=str(tmp_path / "o"))
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()

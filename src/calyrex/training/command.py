@@ -22,6 +22,7 @@ def train_command(config: str | None = None, **options: Any) -> None:
         options: :class:`TrainConfig` fields, one flag each.
     """
     from .run import train
+    from .trainer import leave_process_group
 
     if config:
         cfg = TrainConfig.from_yaml(config, **options)
@@ -36,3 +37,4 @@ def train_command(config: str | None = None, **options: Any) -> None:
             raise ValueError(f"missing --{', --'.join(missing)} (or give --config FILE.yaml)")
         cfg = TrainConfig(**{k: v for k, v in options.items() if v is not None})
     train(cfg)
+    leave_process_group()  # the command's process: under torchrun, the group is its own

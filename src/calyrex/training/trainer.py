@@ -26,6 +26,15 @@ def barrier() -> None:
         torch.distributed.barrier()
 
 
+def leave_process_group() -> None:
+    """Destroy the process group a finished run joined (torchrun), while the interpreter is
+    whole: left to exit, gloo's worker threads can abort a rank as it shuts down (SIGABRT,
+    "terminate called without an active exception"; pytorch/pytorch#190489). Only after a
+    run that finished: on an error another rank may still be inside a collective."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 class AdapterTrainer(Trainer):
     """Saves and restores only the adapter (the model's own files, through the adapter
     contract: calyrex's format or LoRA's PEFT format); checkpoints appear whole or not at all."""
