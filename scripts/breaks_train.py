@@ -70,4 +70,5 @@ TRAIN_BREAKS: list[tuple[str, str, str, str, list[str]]] = [
     ("dpo: replies cut from their start", DPO, '        truncation_mode="keep_start",', '        truncation_mode="keep_end",', TRAIN_TESTS),
     ("dpo: the rebuilt reference forgets the start snapshot", DPO, "            self.ref_model = FreeReference(model, reference_weights)", "            self.ref_model = FreeReference(model, None)", TRAIN_TESTS),
     ("dpo: validation rewards' steps off by one", DPO, '        {"step": r["step"]} | {k: r[f"eval_{k}"]', '        {"step": r["step"] - 1} | {k: r[f"eval_{k}"]', TRAIN_TESTS),
+    ("command: a finished run's process group left to the exit", "training/command.py", "    leave_process_group()  # the command's process", "    pass  # the command's process", TRAIN_TESTS),
 ]  # fmt: skip
