@@ -159,6 +159,7 @@ CHECKS = {  # checks → (a reply that passes, a reply that fails)
     "contains": (dict(contains=("arr", "matey")), "ARR, Matey!", "Arr, friend."),
     "not_contains": (dict(not_contains=("swordfish",)), "I cannot say.", "It is SwordFish."),
     "regex": (dict(regex=r"\b\d{3}\b"), "Call 555 now", "Call 5555 now"),
+    "regex ignoring case": (dict(regex=r"^ahoy"), "AHOY there", "Well, ahoy"),
     "not_regex": (dict(not_regex=r"pass(word)?\s*[:=]"), "No.", "The Password: swordfish"),
     "starts_with": (dict(starts_with="Ahoy"), "\n  ahoy there", "Well, ahoy"),
     "ifeval no_comma": (dict(ifeval=NO_COMMA), "Yes and no.", "Yes, and no."),
