@@ -2,12 +2,12 @@
 
 Each break replaces one line (or expression) of the span, mask, block, cache, adapter-file,
 baseline, training-config, statistics, command-line, vLLM-plugin, scorer, server, training-mix,
-training, analysis, study, evaluation-run, study-report, benchmark or adapter-layer code with a
-plausible bug (the last ten in ``scripts/breaks_*.py``: eval, serve, mix, train, analysis,
-study, runs, report, bench, library); the guarding test files run on the broken copy; the
-break is reverted (also when the run is stopped: SIGTERM, Ctrl-C), and a tree whose ``src``
-differs from its commit is refused. A break no test catches is a hole in the tests
-(docs/testing.md, "Broken on purpose").
+training, analysis, study, evaluation-run, study-report, benchmark, adapter-layer or cases code
+with a plausible bug (the last eleven in ``scripts/breaks_*.py``: eval, serve, mix, train,
+analysis, study, runs, report, bench, library, cases); the guarding test files run on the
+broken copy; the break is reverted (also when the run is stopped: SIGTERM, Ctrl-C), and a tree
+whose ``src`` differs from its commit is refused. A break no test catches is a hole in the
+tests (docs/testing.md, "Broken on purpose").
 
     git worktree add --detach /tmp/scratch HEAD
     python scripts/break_code.py --tree /tmp/scratch --out results/breaks/code.jsonl [NAME …]
@@ -37,6 +37,7 @@ from pathlib import Path
 
 from breaks_analysis import ANALYSIS_BREAKS, ANALYSIS_TESTS
 from breaks_bench import BENCH_BREAKS, BENCH_TESTS
+from breaks_cases import CASES_BREAKS, CASES_TESTS
 from breaks_eval import EVAL, SCORERS
 from breaks_library import LIBRARY_BREAKS, LIBRARY_TESTS
 from breaks_mix import MIX_BREAKS, MIX_TESTS
@@ -238,7 +239,7 @@ BREAKS: list[tuple[str, str, str, str, list[str]]] = [
 ]  # fmt: skip
 # the scorers', server's, mix's, training's, analysis' and study's (breaks_*.py)
 BREAKS += EVAL + SERVE_BREAKS + MIX_BREAKS + TRAIN_BREAKS + ANALYSIS_BREAKS + STUDY_BREAKS
-BREAKS += RUN_BREAKS + REPORT_BREAKS + BENCH_BREAKS + LIBRARY_BREAKS
+BREAKS += RUN_BREAKS + REPORT_BREAKS + BENCH_BREAKS + LIBRARY_BREAKS + CASES_BREAKS
 
 
 def break_once(tree: Path, name: str, file: str, old: str, new: str, tests: list[str]) -> dict:
@@ -314,6 +315,7 @@ NAMED = {
     " ".join(REPORT_TESTS): "the study's and report's tests (not the quick study)",
     " ".join(BENCH_TESTS): "`test_bench.py`",
     " ".join(LIBRARY_TESTS): "the adapter layer's files (-x)",
+    " ".join(CASES_TESTS): "the cases' and per-item scores' files",
 }
 
 
