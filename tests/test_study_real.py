@@ -12,6 +12,7 @@ from calyrex.research.study.config import FULL, QUICK, V1
 from calyrex.research.study.markdown import render
 from calyrex.research.study.real import runs
 from calyrex.research.study.report import Metric, metrics, verdict
+from conftest import finished_suite
 
 
 def test_verdicts_follow_the_interval_and_the_direction():
@@ -224,9 +225,7 @@ def test_a_run_trained_again_for_its_adapter_keeps_the_first_runs_records(tmp_pa
 
 def _evaluated(out, run, suites):
     for suite in suites:
-        where = out / "eval" / run / suite.key
-        where.mkdir(parents=True)
-        (where / f"{suite.name}.json").write_text(json.dumps({"status": "ok"}))
+        finished_suite(out, run, suite)
 
 
 def test_a_partly_evaluated_run_trained_again_is_evaluated_again_whole(tmp_path):
@@ -628,7 +627,6 @@ def test_the_report_gives_no_verdict_or_claim_from_an_undefined_metric(tmp_path)
     cells read "undefined", no difference is computed from them, and the claim says so."""
     from dataclasses import replace
 
-    from calyrex.eval.data import write_json
     from calyrex.research.study.config import V1, Arm, Suite
     from calyrex.research.study.markdown import claims, results_table
     from calyrex.research.study.report import collect
@@ -646,19 +644,14 @@ def test_the_report_gives_no_verdict_or_claim_from_an_undefined_metric(tmp_path)
     }
     for run, (valid, hrr, old, holds) in records.items():
         metrics = {"hijacking_validity": valid, "HRR": hrr, "HRR_all": old}
-        metrics |= {"hijacking_holds": holds}
-        record = {"suite": "tensortrust", "status": "ok", "metrics": metrics}
-        (tmp_path / "eval" / run / "tensortrust").mkdir(parents=True)
-        write_json(tmp_path / "eval" / run / "tensortrust" / "tensortrust.json", record)
+        finished_suite(tmp_path, run, cfg.suites[0], **metrics, hijacking_holds=holds)
     sep = {  # (probe executed in the instruction, separation over the rows executed there)
         "calyrex-late8th-s0": (0.06, 1.0),  # SEP's own rule rates 12 rows; the study's does not
         "lora-s0": (0.14, 0.87),
     }
     for run, (system, separation) in sep.items():
         metrics = {"probe_executed_system": system, "separation": separation}
-        record = {"suite": "sep", "status": "ok", "metrics": metrics}
-        (tmp_path / "eval" / run / "sep").mkdir(parents=True)
-        write_json(tmp_path / "eval" / run / "sep" / "sep.json", record)
+        finished_suite(tmp_path, run, cfg.suites[1], **metrics)
     table = collect(cfg, tmp_path)
     separation = table["sep:separation"]["cells"]
     assert "probe_executed_system 6 % < 10 %" in separation["calyrex-late8th"]["undefined"]

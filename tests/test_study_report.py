@@ -16,6 +16,7 @@ from calyrex.eval.data import write_json
 from calyrex.research.study import markdown as md
 from calyrex.research.study.config import FULL, V1, Arm, Suite
 from calyrex.research.study.report import Metric, collect
+from conftest import finished_suite
 
 TT = Suite("tensortrust", 2)
 HOLDS = Metric("tensortrust", "hijacking_holds", "holds")
@@ -29,11 +30,7 @@ CFG = replace(
 
 
 def evaluated(out, run, suite=TT, **metrics):
-    """A finished record of ``suite`` on ``run`` holding ``metrics``."""
-    where = out / "eval" / run / suite.key
-    where.mkdir(parents=True, exist_ok=True)
-    record = {"suite": suite.name, "status": "ok", "metrics": metrics}
-    write_json(where / f"{suite.name}.json", record)
+    finished_suite(out, run, suite, **metrics)
 
 
 def with_items(monkeypatch, scores):
